@@ -1,0 +1,3 @@
+"""The library's version, kept in one place."""
+
+__version__ = "0.1.0.dev0"
