@@ -1,5 +1,94 @@
-"""Typed wire layer of llmgw."""
+"""llmgw-wire: the typed wire layer of llmgw's agent stream.
+
+The domain models (`Node`, `GPU`, `ShardSpec`, ...) are what services program
+against; `llmgw_wire.v1` has the wire messages; the converter and the named
+conversions map one to the other, and `encode`/`decode` go to and from bytes.
+"""
 
 from llmgw_wire._version import __version__
+from llmgw_wire.codec import DEFAULT_MAX_SIZE, converter, decode, encode, make_converter
+from llmgw_wire.conversions import (
+    adopted_from_register,
+    command_from_start_shard,
+    node_from_register,
+    register_from_inventory,
+    register_from_node,
+    running_shard_from_spec,
+    shard_spec_from_start,
+    start_shard_from_command,
+    state_from_wire,
+    state_to_wire,
+)
+from llmgw_wire.domain import (
+    GPU,
+    IMEX,
+    Ack,
+    Adapter,
+    AdoptedShard,
+    Compute,
+    FabricAttachment,
+    GPUFabric,
+    GPUHealth,
+    Heartbeat,
+    Host,
+    Inventory,
+    LocalWeights,
+    MIGDevice,
+    Node,
+    NodeState,
+    Profile,
+    Registration,
+    ShardCommand,
+    ShardReport,
+    ShardSpec,
+    State,
+    StopCommand,
+    Storage,
+)
+from llmgw_wire.errors import DecodeError, EncodeError, WireError
 
-__all__ = ["__version__"]
+__all__ = [
+    "DEFAULT_MAX_SIZE",
+    "GPU",
+    "IMEX",
+    "Ack",
+    "Adapter",
+    "AdoptedShard",
+    "Compute",
+    "DecodeError",
+    "EncodeError",
+    "FabricAttachment",
+    "GPUFabric",
+    "GPUHealth",
+    "Heartbeat",
+    "Host",
+    "Inventory",
+    "LocalWeights",
+    "MIGDevice",
+    "Node",
+    "NodeState",
+    "Profile",
+    "Registration",
+    "ShardCommand",
+    "ShardReport",
+    "ShardSpec",
+    "State",
+    "StopCommand",
+    "Storage",
+    "WireError",
+    "__version__",
+    "adopted_from_register",
+    "command_from_start_shard",
+    "converter",
+    "decode",
+    "encode",
+    "make_converter",
+    "node_from_register",
+    "register_from_inventory",
+    "register_from_node",
+    "running_shard_from_spec",
+    "shard_spec_from_start",
+    "start_shard_from_command",
+    "state_from_wire",
+    "state_to_wire",
+]

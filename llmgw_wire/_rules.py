@@ -1,0 +1,576 @@
+"""The vocabulary of the mapping: how one domain attribute travels on the wire.
+
+A rule is plain data (see `llmgw_wire.mapping` for the table of pairs built
+from them). Each rule knows three things about its attribute:
+
+* the source of the fast conversion code it contributes, for either direction
+  and either wire backend (`_compile` assembles these into one function per
+  pair);
+* how to check a domain value and say exactly what is wrong with it, which the
+  codec runs only after the fast path has refused a value, to name the path;
+* how to describe itself, for the generated mapping reference.
+
+Fast code raises `_Invalid` (no details, no cost) and the explaining walk turns
+that into an `EncodeError` or `DecodeError` with the path, so the happy path
+pays for no bookkeeping.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from attrs import frozen
+
+from llmgw_wire.errors import DecodeError, EncodeError
+
+if TYPE_CHECKING:
+    from llmgw_wire._compile import StructureGen, UnstructureGen
+
+Path = tuple[str | int, ...]
+
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+}
+_ZERO: dict[str, object] = {"int32": 0, "int64": 0, "string": "", "bool": False, "repeated": ()}
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MS = dt.timedelta(milliseconds=1)
+
+
+class _Invalid(Exception):  # noqa: N818 - a private signal, never seen by users
+    """Raised by generated code; the codec re-walks the value to explain it."""
+
+
+def scalar_ok(kind: str, value: object) -> bool:
+    """Whether `value` can be carried by a wire scalar of `kind` as it is."""
+    if kind == "string":
+        return isinstance(value, str)
+    if kind == "bool":
+        return type(value) is bool
+    lo, hi = INT_RANGES[kind]
+    return type(value) is int and lo <= value <= hi
+
+
+def _check_source(kind: str, var: str) -> str:
+    if kind == "string":
+        return f"not isinstance({var}, str)"
+    if kind == "bool":
+        return f"type({var}) is not bool"
+    lo, hi = INT_RANGES[kind]
+    return f"type({var}) is not int or not {lo} <= {var} <= {hi}"
+
+
+def millis(value: object) -> int:
+    """A `timedelta` as whole milliseconds; `_Invalid` if it is not exactly that."""
+    if type(value) is not dt.timedelta:
+        raise _Invalid
+    ms, rest = divmod(value, _MS)
+    if rest or not INT_RANGES["int64"][0] <= ms <= INT_RANGES["int64"][1]:
+        raise _Invalid
+    return int(ms)
+
+
+def from_millis(value: int) -> dt.timedelta:
+    """Whole milliseconds as a `timedelta`; `_Invalid` beyond its range."""
+    try:
+        return dt.timedelta(milliseconds=value)
+    except OverflowError:
+        raise _Invalid from None
+
+
+def epoch_millis(value: object) -> int:
+    """An aware `datetime` as whole milliseconds since the epoch; `_Invalid` otherwise."""
+    if not isinstance(value, dt.datetime) or value.utcoffset() is None:
+        raise _Invalid
+    return millis(value - EPOCH)
+
+
+def from_epoch_millis(value: int) -> dt.datetime:
+    """Milliseconds since the epoch as an aware UTC `datetime`; `_Invalid` beyond its range."""
+    try:
+        return EPOCH + dt.timedelta(milliseconds=value)
+    except OverflowError:
+        raise _Invalid from None
+
+
+@frozen
+class Rule:
+    """How one domain attribute, `attr`, is carried by the wire field `wire`."""
+
+    attr: str
+    wire: str
+
+    describe_kind: ClassVar[str] = ""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        """Source of an expression giving the attribute from the message `g.m`."""
+        raise NotImplementedError
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        """Emit checks into `g`; return `(wire field, source expression)` pairs."""
+        raise NotImplementedError
+
+    def explain(self, value: object, path: Path) -> None:
+        """Raise `EncodeError` if `value` cannot be carried; else return."""
+
+    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+        """Raise `DecodeError` if the wire value does not make a domain value."""
+
+    def describe(self) -> str:
+        """One line for the mapping reference."""
+        return self.describe_kind
+
+
+@frozen
+class Scalar(Rule):
+    """A scalar field: `int32`, `int64`, `string` or `bool`, range-checked when encoding."""
+
+    kind: str = "string"
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"{g.m}.{self.wire}"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        var = g.local(f"{obj}.{self.attr}")
+        g.stmt(f"if {_check_source(self.kind, var)}: raise _Invalid")
+        return [(self.wire, var)]
+
+    def explain(self, value: object, path: Path) -> None:
+        if not scalar_ok(self.kind, value):
+            raise EncodeError(self.kind, value, path)
+
+    def describe(self) -> str:
+        if self.kind in INT_RANGES:
+            lo, hi = INT_RANGES[self.kind]
+            return f"{self.kind}; an int outside [{lo}, {hi}] is an error"
+        return self.kind
+
+
+@frozen
+class Repeated(Rule):
+    """A repeated scalar field: a tuple in the domain, each item checked when encoding."""
+
+    kind: str = "string"
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"tuple({g.m}.{self.wire})"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        var = g.local(f"list({obj}.{self.attr})")
+        g.stmt(f"for _x in {var}:\n    if {_check_source(self.kind, '_x')}: raise _Invalid")
+        return [(self.wire, var)]
+
+    def explain(self, value: object, path: Path) -> None:
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise EncodeError(f"a sequence of {self.kind}", value, path)
+        for i, item in enumerate(value):
+            if not scalar_ok(self.kind, item):
+                raise EncodeError(self.kind, item, (*path, i))
+
+    def describe(self) -> str:
+        return f"repeated {self.kind} as a tuple; empty is ()"
+
+
+@frozen
+class StrMap(Rule):
+    """A `map<string, string>` field: a dict in the domain, copied both ways."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"dict({g.m}.{self.wire})"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        var = g.local(f"dict({obj}.{self.attr})")
+        g.stmt(
+            f"for _k, _x in {var}.items():\n"
+            "    if not isinstance(_k, str) or not isinstance(_x, str): raise _Invalid"
+        )
+        return [(self.wire, var)]
+
+    def explain(self, value: object, path: Path) -> None:
+        if not hasattr(value, "items"):
+            raise EncodeError("a mapping of string to string", value, path)
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise EncodeError("string", key, (*path, f"<key {key!r}>"))
+            if not isinstance(item, str):
+                raise EncodeError("string", item, (*path, key))
+
+    def describe(self) -> str:
+        return "map<string, string> as a dict; empty is {}"
+
+
+@frozen
+class Message(Rule):
+    """A sub-message carried by its own pair (`domain`).
+
+    Optional: None in the domain exactly when the field is unset on the wire.
+    Required: an unset field decodes as the domain type's zero value, and the
+    field is always set when encoding.
+    """
+
+    domain: type = object
+    optional: bool = False
+
+    def structure_expr(self, g: StructureGen) -> str:
+        fn = g.structure_fn(self.domain)
+        if self.optional:
+            return g.backend.optional_message(g, self.wire, fn)
+        return g.backend.required_message(g, self.wire, fn, self.domain)
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        fn = g.unstructure_fn(self.domain)
+        if self.optional:
+            return [(self.wire, f"(None if (_v := {obj}.{self.attr}) is None else {fn}(_v))")]
+        return [(self.wire, f"{fn}({obj}.{self.attr})")]
+
+    def explain(self, value: object, path: Path) -> None:
+        if value is None and self.optional:
+            return
+        if type(value) is not self.domain:
+            expected = self.domain.__name__ + (" or None" if self.optional else "")
+            raise EncodeError(expected, value, path)
+        explain_value(value, path)
+
+    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+        sub = getattr(message, self.wire)
+        if sub is not None:
+            explain_wire(sub, self.domain, path, message_type)
+
+    def describe(self) -> str:
+        if self.optional:
+            return f"{self.domain.__name__} | None; None exactly when the field is unset"
+        return f"{self.domain.__name__}; unset decodes as {self.domain.__name__}()"
+
+
+@frozen
+class Messages(Rule):
+    """A repeated sub-message: a tuple of the pair's domain values.
+
+    `context` names keyword arguments passed to each item's structure function
+    from fields of this message (the node id an adopted shard belongs to).
+    """
+
+    domain: type = object
+    context: tuple[tuple[str, str], ...] = ()
+
+    def structure_expr(self, g: StructureGen) -> str:
+        fn = g.structure_fn(self.domain)
+        if not self.context:
+            return f"tuple(map({fn}, {g.m}.{self.wire}))"
+        kwargs = ", ".join(f"{k}={g.m}.{w}" for k, w in self.context)
+        return f"tuple([{fn}(_x, {kwargs}) for _x in {g.m}.{self.wire}])"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        fn = g.unstructure_fn(self.domain)
+        return [(self.wire, f"[{fn}(_x) for _x in {obj}.{self.attr}]")]
+
+    def explain(self, value: object, path: Path) -> None:
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise EncodeError(f"a sequence of {self.domain.__name__}", value, path)
+        for i, item in enumerate(value):
+            if type(item) is not self.domain:
+                raise EncodeError(self.domain.__name__, item, (*path, i))
+            explain_value(item, (*path, i))
+
+    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+        for i, sub in enumerate(getattr(message, self.wire)):
+            explain_wire(sub, self.domain, (*path, i), message_type)
+
+    def describe(self) -> str:
+        return f"repeated, as a tuple of {self.domain.__name__}; empty is ()"
+
+
+@frozen
+class Embedded(Rule):
+    """Fields of this same wire message that make a nested domain value.
+
+    The wire keeps them flat (a GPU's fabric and health fields); the domain
+    groups them. With `present_if`, the nested value is None exactly when that
+    wire field is empty, so encoding one whose field is empty is an error.
+    """
+
+    domain: type = object
+    present_if: str = ""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        call = f"{g.structure_fn(self.domain)}({g.m})"
+        return f"({call} if {g.m}.{self.present_if} else None)" if self.present_if else call
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        inner = g.local(f"{obj}.{self.attr}")
+        if not self.present_if:
+            return g.inline(self.domain, inner)
+        with g.block(f"if {inner} is not None:"):
+            fields = g.inline(self.domain, inner)
+            g.stmt(f"if not {dict(fields)[self.present_if]}: raise _Invalid")
+        # None leaves every embedded field at its zero value.
+        return [
+            (
+                wire,
+                f"({g.const(_ZERO[_wire_kind(self.domain, wire)])} if {inner} is None else {expr})",
+            )
+            for wire, expr in fields
+        ]
+
+    def explain(self, value: object, path: Path) -> None:
+        if value is None and self.present_if:
+            return
+        if type(value) is not self.domain:
+            raise EncodeError(self.domain.__name__, value, path)
+        explain_value(value, path)
+        if self.present_if:
+            attr = _attr_for_wire(self.domain, self.present_if)
+            if not getattr(value, attr):
+                raise EncodeError(
+                    f"a non-empty string, since an empty {self.present_if} means no {self.attr}",
+                    getattr(value, attr),
+                    (*path, attr),
+                )
+
+    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+        explain_wire(message, self.domain, path, message_type)
+
+    def describe(self) -> str:
+        if self.present_if:
+            return (
+                f"{self.domain.__name__} | None from flat fields; "
+                f"None exactly when `{self.present_if}` is empty"
+            )
+        return f"{self.domain.__name__} from flat fields of the same message"
+
+
+@frozen
+class StateEnum(Rule):
+    """The shard state enum; a number this side does not know decodes as FAILED."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"_state_from_wire.get({g.m}.{self.wire}, _FAILED)"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        var = g.local(f"_state_to_wire.get({obj}.{self.attr})")
+        g.stmt(f"if {var} is None: raise _Invalid")
+        return [(self.wire, var)]
+
+    def explain(self, value: object, path: Path) -> None:
+        from llmgw_wire.domain import State
+
+        if not isinstance(value, State):
+            raise EncodeError("State", value, path)
+
+    def describe(self) -> str:
+        return "ShardStatus.State <-> State; unspecified or unknown numbers decode as FAILED"
+
+
+@frozen
+class Millis(Rule):
+    """A `timedelta` carried as whole milliseconds in an int64."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"_from_millis({g.m}.{self.wire})"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return [(self.wire, f"_millis({obj}.{self.attr})")]
+
+    def explain(self, value: object, path: Path) -> None:
+        try:
+            millis(value)
+        except _Invalid:
+            raise EncodeError(
+                "a timedelta of whole milliseconds, within int64", value, path
+            ) from None
+
+    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+        try:
+            from_millis(getattr(message, self.wire))
+        except _Invalid:
+            reason = f"{getattr(message, self.wire)} ms does not fit a timedelta"
+            raise DecodeError(message_type, reason, (*path, self.wire)) from None
+
+    def describe(self) -> str:
+        return "timedelta as int64 milliseconds; a fraction of a millisecond is an error"
+
+
+@frozen
+class EpochMillis(Rule):
+    """An aware `datetime` carried as whole milliseconds since the Unix epoch."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"_from_epoch_millis({g.m}.{self.wire})"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return [(self.wire, f"_epoch_millis({obj}.{self.attr})")]
+
+    def explain(self, value: object, path: Path) -> None:
+        try:
+            epoch_millis(value)
+        except _Invalid:
+            raise EncodeError("an aware datetime of whole milliseconds", value, path) from None
+
+    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+        try:
+            from_epoch_millis(getattr(message, self.wire))
+        except _Invalid:
+            reason = f"{getattr(message, self.wire)} ms since the epoch does not fit a datetime"
+            raise DecodeError(message_type, reason, (*path, self.wire)) from None
+
+    def describe(self) -> str:
+        return "aware datetime as int64 ms since the epoch, decoded in UTC"
+
+
+@frozen
+class LeaderEndpoint(Rule):
+    """The reference's endpoint rule.
+
+    Decoding: `http://{leader_addr}:{http_port}` for rank 0 with a leader
+    address, else None. Encoding recovers `leader_addr` from the endpoint, so
+    an endpoint of any other form cannot be encoded; the leader address of a
+    shard of another rank does not survive decoding (a documented
+    normalisation).
+    """
+
+    def structure_expr(self, g: StructureGen) -> str:
+        m = g.m
+        return (
+            f"(f'http://{{{m}.{self.wire}}}:{{{m}.http_port}}' "
+            f"if {m}.rank == 0 and {m}.{self.wire} else None)"
+        )
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return [(self.wire, f"_leader_addr({obj})")]
+
+    # Checked with the whole shard in `explain_value`, which knows rank and port.
+
+    def describe(self) -> str:
+        return "str | None: `http://{leader_addr}:{http_port}` for rank 0 with a leader address"
+
+
+@frozen
+class Constant(Rule):
+    """A domain attribute the wire does not carry, set to `value` when decoding."""
+
+    value: object = None
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return g.const(self.value)
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return []
+
+    def describe(self) -> str:
+        return f"not on the wire; decodes as {self.value!r}"
+
+
+@frozen
+class FromContext(Rule):
+    """A domain attribute the enclosing message supplies (e.g. the node id)."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        g.param(self.attr)
+        return self.attr
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return []
+
+    def describe(self) -> str:
+        return f"not on this message; taken from `{self.wire}` of the enclosing one"
+
+
+@frozen
+class NotCarried(Rule):
+    """A domain attribute this message has no field for: None when decoding.
+
+    Encoding a value that has it set is an error rather than a silent loss.
+    """
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return "None"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        g.stmt(f"if {obj}.{self.attr} is not None: raise _Invalid")
+        return []
+
+    def explain(self, value: object, path: Path) -> None:
+        if value is not None:
+            raise EncodeError(f"None ({self.wire} does not carry it)", value, path)
+
+    def describe(self) -> str:
+        return f"not carried by {self.wire}: decodes as None, and must be None to encode"
+
+
+# --- the walks that explain a refused value ------------------------------------------
+
+
+def explain_value(value: Any, path: Path) -> None:
+    """Raise the precise `EncodeError` for the first thing wrong in a domain value."""
+    from llmgw_wire.mapping import pair_for
+
+    pair = pair_for(type(value))
+    for rule in pair.rules:
+        sub = getattr(value, rule.attr)
+        rule.explain(sub, (*path, rule.attr))
+        if isinstance(rule, LeaderEndpoint) and sub is not None:
+            try:
+                leader_addr(value)
+            except _Invalid:
+                expected = "None, or `http://<leader_addr>:<http_port>` for rank 0"
+                raise EncodeError(expected, sub, (*path, rule.attr)) from None
+    for claims in pair.shared_wire_fields().values():
+        first, *others = claims
+        want = _resolve(value, first)
+        for attrs in others:
+            got = _resolve(value, attrs)
+            if got != want:
+                expected = f"{want!r} as at `{_fmt((*path, *first))}` (both are one wire field)"
+                raise EncodeError(expected, got, (*path, *attrs))
+
+
+def _resolve(value: object, attrs: tuple[str, ...]) -> object:
+    for attr in attrs:
+        value = getattr(value, attr)
+    return value
+
+
+def _fmt(path: Path) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+def _attr_for_wire(domain: type, wire: str) -> str:
+    from llmgw_wire.mapping import pair_for
+
+    for rule in pair_for(domain).rules:
+        if rule.wire == wire and not isinstance(rule, Embedded):
+            return rule.attr
+    raise KeyError(wire)
+
+
+def _wire_kind(domain: type, wire: str) -> str:
+    from llmgw_wire.mapping import pair_for
+
+    for rule in pair_for(domain).rules:
+        if rule.wire == wire:
+            return rule.kind if isinstance(rule, Scalar) else "repeated"
+    raise KeyError(wire)
+
+
+def explain_wire(message: object, domain: type, path: Path, message_type: str) -> None:
+    """Raise the precise `DecodeError` for the first wire value with no domain value."""
+    from llmgw_wire.mapping import pair_for
+
+    for rule in pair_for(domain).rules:
+        sub_path = path if isinstance(rule, Embedded) else (*path, rule.wire)
+        rule.explain_structure(message, sub_path, message_type)
+
+
+def leader_addr(shard: Any) -> str:
+    """The leader address an adopted shard's endpoint implies; `_Invalid` if none can."""
+    endpoint = shard.endpoint
+    if endpoint is None:
+        return ""
+    if not isinstance(endpoint, str) or shard.rank != 0 or not endpoint.startswith("http://"):
+        raise _Invalid
+    addr, _, port = endpoint[7:].rpartition(":")
+    if not addr or endpoint != f"http://{addr}:{shard.http_port}":
+        raise _Invalid
+    del port
+    return addr

@@ -1,0 +1,241 @@
+"""The codec: a cattrs converter between wire messages and domain models, and bytes.
+
+Two wire backends are compiled from the one mapping (`llmgw_wire.mapping`):
+
+* the betterproto2 classes of `llmgw_wire.v1`, the typed wire API, behind the
+  cattrs converter (`converter.structure(wire_gpu, GPU)`,
+  `converter.unstructure(gpu)`);
+* Google's protobuf runtime (upb), a strict and fast parser and serialiser,
+  behind `encode` and `decode`.
+
+Both raise the library's errors: `EncodeError` with the path of the first
+value the wire cannot carry, `DecodeError` with the message type and what was
+wrong.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+import cattrs
+from google.protobuf.message import DecodeError as _PbDecodeError
+
+from llmgw_wire import _pb, _rules
+from llmgw_wire._compile import STATE_NUMBERS, Betterproto2, Compiled, Upb, compile_backend
+from llmgw_wire._gen.message_pool import default_message_pool
+from llmgw_wire.errors import DecodeError, EncodeError
+from llmgw_wire.mapping import PAIRS, pair_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import betterproto2
+
+__all__ = [
+    "DEFAULT_MAX_SIZE",
+    "converter",
+    "decode",
+    "encode",
+    "make_converter",
+]
+
+T = TypeVar("T")
+
+#: The largest message `decode` accepts by default: gRPC's default limit.
+DEFAULT_MAX_SIZE = 4 * 1024 * 1024
+
+# Exceptions a compiled function lets through for a value it cannot convert;
+# the explaining walk then says which attribute and why.
+_REFUSED = (_rules._Invalid, TypeError, ValueError, AttributeError, UnicodeError, OverflowError)
+
+
+def _betterproto2_classes() -> dict[str, type]:
+    prefix = "type.googleapis.com/"
+    return {url.removeprefix(prefix): cls for url, cls in default_message_pool.url_to_type.items()}
+
+
+@cache
+def _compiled_betterproto2() -> Compiled:
+    from llmgw_wire.v1 import ShardStatusState
+
+    states = {state: ShardStatusState(n) for state, n in STATE_NUMBERS.items()}
+    return compile_backend(Betterproto2(_betterproto2_classes(), dict(states)))
+
+
+@cache
+def _compiled_upb() -> Compiled:
+    return compile_backend(Upb(_pb.CLASSES, dict(STATE_NUMBERS)))
+
+
+def _explain_encode(value: object, domain: type, exc: BaseException) -> EncodeError:
+    if type(value) is not domain:
+        return EncodeError(domain.__name__, value, ())
+    try:
+        _rules.explain_value(value, ())
+    except EncodeError as error:
+        return error
+    # The fast path refused what the checks accept: a bug here, not bad input.
+    raise AssertionError(f"{domain.__name__} refused but not explained") from exc
+
+
+def _explain_decode(message: Any, domain: type, exc: BaseException) -> DecodeError:
+    name = pair_for(domain).wire
+    try:
+        _rules.explain_wire(message, domain, (), name)
+    except DecodeError as error:
+        return error
+    return DecodeError(name, f"{type(exc).__name__}: {exc}")
+
+
+def _guard_unstructure(fn: Callable[[Any], T], domain: type) -> Callable[[Any], T]:
+    def unstructure(value: Any) -> T:
+        try:
+            return fn(value)
+        except _REFUSED as exc:
+            raise _explain_encode(value, domain, exc) from None
+
+    unstructure.__name__ = f"unstructure_{domain.__name__}"
+    return unstructure
+
+
+def _guard_structure(fn: Callable[..., T], domain: type) -> Callable[[Any, Any], T]:
+    wire_class = _betterproto2_classes()[pair_for(domain).wire]
+
+    def structure(message: Any, _: Any = None, **context: str) -> T:
+        if not isinstance(message, wire_class):
+            raise DecodeError(
+                pair_for(domain).wire,
+                f"expected a {wire_class.__name__} message, got {type(message).__name__}",
+            )
+        try:
+            return fn(message, **context)
+        except _REFUSED as exc:
+            raise _explain_decode(message, domain, exc) from None
+
+    structure.__name__ = f"structure_{domain.__name__}"
+    return structure
+
+
+def make_converter() -> cattrs.Converter:
+    """A new cattrs converter between the `llmgw_wire.v1` messages and the domain models.
+
+    It holds a structure and an unstructure hook for every pair of the mapping,
+    nested ones included: `structure(msg, GPU)` takes a `v1.Gpu` and gives a
+    `GPU`; `unstructure(gpu)` gives the `v1.Gpu` back. Values the wire cannot
+    carry raise `EncodeError`. A converter is cheap to make (the conversion
+    functions are compiled once per process); add hooks to your own copy
+    rather than to the shared `converter`.
+    """
+    compiled = _compiled_betterproto2()
+    conv = cattrs.Converter()
+    for pair in PAIRS:
+        if pair.embedded:
+            continue
+        conv.register_structure_hook(
+            pair.domain, _guard_structure(compiled.structure[pair.domain], pair.domain)
+        )
+        conv.register_unstructure_hook(
+            pair.domain, _guard_unstructure(compiled.unstructure[pair.domain], pair.domain)
+        )
+    return conv
+
+
+#: The converter the library's named conversions use. Treat it as read-only.
+converter: cattrs.Converter = make_converter()
+
+_STRUCTURE_WITH_CONTEXT: dict[type, Callable[..., Any]] = {
+    pair.domain: _guard_structure(_compiled_betterproto2().structure[pair.domain], pair.domain)
+    for pair in PAIRS
+    if not pair.embedded
+}
+
+
+def structure_with_context(message: Any, domain: type[T], **context: str) -> T:
+    """Like `converter.structure`, with the values a message takes from its enclosing one.
+
+    An adopted shard's `node_id`, for instance, is the registration's.
+    """
+    return _STRUCTURE_WITH_CONTEXT[domain](message, domain, **context)  # type: ignore[no-any-return]
+
+
+# --- bytes ----------------------------------------------------------------------
+
+
+_WIRE_NAMES: dict[type, str] = {cls: name for name, cls in _betterproto2_classes().items()}
+
+
+def _top_level(domain: type) -> str:
+    try:
+        pair = pair_for(domain)
+    except KeyError:
+        pair = None
+    if pair is None or pair.embedded:
+        raise TypeError(f"{domain!r} is not a domain model carried by a wire message of its own")
+    return pair.wire
+
+
+def encode(value: object) -> bytes:
+    """Serialise a domain value as its wire message.
+
+    The bytes are deterministic (map entries sorted), so the same value always
+    gives the same bytes.
+
+    Raises:
+        EncodeError: a value the wire cannot carry, with its path.
+        TypeError: `value` is not a domain model with a wire message of its own.
+    """
+    domain = type(value)
+    _top_level(domain)
+    fn = _compiled_upb().unstructure[domain]
+    try:
+        message = fn(value)
+    except _REFUSED as exc:
+        raise _explain_encode(value, domain, exc) from None
+    return message.SerializeToString(deterministic=True)  # type: ignore[no-any-return]
+
+
+def _parse(data: bytes | bytearray | memoryview, name: str, max_size: int) -> Any:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"expected bytes, got {type(data).__name__}")
+    if len(data) > max_size:
+        raise DecodeError(name, f"{len(data)} bytes is over the limit of {max_size}")
+    message = _pb.CLASSES[name]()
+    try:
+        message.ParseFromString(bytes(data))
+    except _PbDecodeError as exc:
+        raise DecodeError(name, str(exc) or "malformed bytes") from None
+    return message
+
+
+@overload
+def decode(
+    data: bytes | bytearray | memoryview, into: type[betterproto2.Message], *, max_size: int = ...
+) -> Any: ...
+@overload
+def decode(data: bytes | bytearray | memoryview, into: type[T], *, max_size: int = ...) -> T: ...
+def decode(
+    data: bytes | bytearray | memoryview, into: type[T], *, max_size: int = DEFAULT_MAX_SIZE
+) -> T:
+    """Parse the wire message for `into` from `data` and return it as a domain value.
+
+    `into` is a domain model (`Node`, `Registration`, `ShardCommand`, ...) or
+    a `llmgw_wire.v1` message class. Parsing is strict: malformed bytes,
+    invalid UTF-8 and messages over `max_size` bytes raise `DecodeError`.
+
+    Raises:
+        DecodeError: the bytes are not a valid message of that type.
+        TypeError: `into` is neither a domain model with a wire message of its
+            own nor a `llmgw_wire.v1` message class.
+    """
+    wire_name = _WIRE_NAMES.get(into)
+    if wire_name is not None:
+        # Parsed strictly first; betterproto2 then reads the canonical bytes.
+        canonical = _parse(data, wire_name, max_size).SerializeToString()
+        return into.parse(canonical)  # type: ignore[attr-defined,no-any-return]
+    name = _top_level(into)
+    message = _parse(data, name, max_size)
+    try:
+        return _compiled_upb().structure[into](message)  # type: ignore[no-any-return]
+    except _REFUSED as exc:
+        raise _explain_decode(message, into, exc) from None

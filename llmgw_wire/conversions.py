@@ -1,0 +1,169 @@
+"""Named conversions: the Python twins of the reference's functions, and their inverses.
+
+Each is a thin, typed door onto the converter (`llmgw_wire.codec.converter`),
+so they follow the mapping exactly and raise the library's errors.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from llmgw_wire._compile import STATE_NUMBERS
+from llmgw_wire.codec import converter, structure_with_context
+from llmgw_wire.domain import (
+    AdoptedShard,
+    FabricAttachment,
+    Inventory,
+    Node,
+    NodeState,
+    Registration,
+    ShardCommand,
+    ShardSpec,
+    State,
+)
+from llmgw_wire.v1 import Register, RunningShard, ShardStatusState, StartShard
+
+if TYPE_CHECKING:
+    import datetime as dt
+    from collections.abc import Iterable, Mapping
+
+__all__ = [
+    "adopted_from_register",
+    "command_from_start_shard",
+    "node_from_register",
+    "register_from_inventory",
+    "register_from_node",
+    "running_shard_from_spec",
+    "shard_spec_from_start",
+    "start_shard_from_command",
+    "state_from_wire",
+    "state_to_wire",
+]
+
+_FROM_WIRE = {number: state for state, number in STATE_NUMBERS.items()}
+
+
+def state_to_wire(state: State) -> ShardStatusState:
+    """The wire enum value of a shard state (`STATE_UNSPECIFIED` for none)."""
+    number = STATE_NUMBERS.get(state)
+    return ShardStatusState(number) if number is not None else ShardStatusState.UNSPECIFIED
+
+
+def state_from_wire(value: int) -> State:
+    """The shard state of a wire enum value.
+
+    Unspecified, and any number this version does not know (a newer agent's),
+    is `State.FAILED`: a state not understood must never pass for a healthy one.
+    """
+    return _FROM_WIRE.get(value, State.FAILED)
+
+
+def node_from_register(register: Register) -> Node:
+    """The inventory node a registration describes; a registration makes it READY."""
+    return converter.structure(register, Node)
+
+
+def register_from_node(node: Node, shards: Iterable[AdoptedShard] = ()) -> Register:
+    """The registration that decodes to `node` (and, given, its adopted shards).
+
+    The exact inverse of `node_from_register` and `adopted_from_register`
+    for every node whose state is READY and whose shards belong to it.
+    """
+    return converter.unstructure(Registration(node, tuple(shards)))  # type: ignore[no-any-return]
+
+
+def adopted_from_register(node_id: str, shards: Iterable[RunningShard]) -> list[AdoptedShard]:
+    """The reconciler's view of the shards an agent reported running on node `node_id`.
+
+    A leader (rank 0) with a known address gets its `endpoint`; the compute
+    placement is carried when the agent reported one.
+    """
+    return [structure_with_context(shard, AdoptedShard, node_id=node_id) for shard in shards]
+
+
+def register_from_inventory(
+    node_id: str,
+    hostname: str,
+    mgmt_addr: str,
+    agent_version: str,
+    labels: Mapping[str, str],
+    inventory: Inventory,
+    fabrics: Iterable[FabricAttachment] = (),
+    *,
+    running: Iterable[RunningShard] = (),
+    features: Iterable[str] = (),
+    engine_versions: Mapping[str, str] | None = None,
+    engines_probed: bool = False,
+    cpu_count: int | None = None,
+) -> Register:
+    """The registration an agent sends: what it discovered and what it runs.
+
+    `cpu_count` defaults to this host's (`os.cpu_count()`), as the reference
+    uses the runtime's. Unlike the reference, the host description is sent.
+    """
+    node = Node(
+        id=node_id,
+        hostname=hostname,
+        mgmt_addr=mgmt_addr,
+        labels=dict(labels),
+        state=NodeState.READY,
+        agent_version=agent_version,
+        features=tuple(features),
+        engine_versions=dict(engine_versions or {}),
+        engines_probed=engines_probed,
+        memory_total_mb=inventory.memory_total_mb,
+        cpu_count=os.cpu_count() or 0 if cpu_count is None else cpu_count,
+        host=inventory.host,
+        weights=inventory.weights,
+        storage=inventory.storage,
+        gpus=inventory.gpus,
+        imex=inventory.imex,
+        fabrics=tuple(fabrics),
+    )
+    register: Register = converter.unstructure(node)
+    register.running_shards = list(running)
+    return register
+
+
+def running_shard_from_spec(spec: ShardSpec, state: State) -> RunningShard:
+    """What an agent reports, when it registers, for a shard it runs.
+
+    The compute placement travels when the spec has one (and only then); the
+    model is the name the engine serves, or its model path when it has none.
+    """
+    shard = AdoptedShard(
+        replica_id=spec.replica_id,
+        shard_id=spec.shard_id,
+        rank=spec.rank,
+        gpu_indices=spec.gpu_indices,
+        hcas=spec.hcas,
+        http_port=spec.http_port,
+        state=state,
+        model=spec.profile.served_model_name or spec.profile.model_path,
+        profile=spec.profile.name,
+        pool=spec.pool,
+        fabric=spec.fabric,
+        profile_fp=spec.profile_fp,
+        compute=spec.compute,
+    )
+    message: RunningShard = converter.unstructure(shard)
+    # Every rank reports its leader, not only the leader itself.
+    message.leader_addr = spec.leader_addr
+    return message
+
+
+def start_shard_from_command(command: ShardCommand) -> StartShard:
+    """The wire command for a reconciler's decision to start a shard."""
+    return converter.unstructure(command)  # type: ignore[no-any-return]
+
+
+def command_from_start_shard(message: StartShard) -> ShardCommand:
+    """The reconciler's command a `StartShard` carries (inverse of `start_shard_from_command`)."""
+    return converter.structure(message, ShardCommand)
+
+
+def shard_spec_from_start(message: StartShard) -> tuple[ShardSpec, dt.timedelta]:
+    """The engine's shard spec and the startup timeout a `StartShard` carries."""
+    command = command_from_start_shard(message)
+    return command.spec, command.startup_timeout

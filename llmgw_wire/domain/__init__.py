@@ -1,0 +1,51 @@
+"""The domain models: plain attrs values that know nothing of the wire.
+
+They are grouped like the reference's Go packages: `discovery` (what an agent
+finds on its host), `inventory` (the control plane's nodes), `reconciler`
+(adopted shards and commands), `engines` (shard specs and profiles),
+`supervisor` (shard states) and `stream` (what keeps the stream going).
+"""
+
+from llmgw_wire.domain.discovery import (
+    GPU,
+    IMEX,
+    GPUFabric,
+    GPUHealth,
+    Host,
+    Inventory,
+    LocalWeights,
+    MIGDevice,
+    Storage,
+)
+from llmgw_wire.domain.engines import Adapter, Compute, Profile, ShardSpec
+from llmgw_wire.domain.inventory import FabricAttachment, Node, NodeState, Registration
+from llmgw_wire.domain.reconciler import AdoptedShard, ShardCommand, StopCommand
+from llmgw_wire.domain.stream import Ack, Heartbeat
+from llmgw_wire.domain.supervisor import ShardReport, State
+
+__all__ = [
+    "GPU",
+    "IMEX",
+    "Ack",
+    "Adapter",
+    "AdoptedShard",
+    "Compute",
+    "FabricAttachment",
+    "GPUFabric",
+    "GPUHealth",
+    "Heartbeat",
+    "Host",
+    "Inventory",
+    "LocalWeights",
+    "MIGDevice",
+    "Node",
+    "NodeState",
+    "Profile",
+    "Registration",
+    "ShardCommand",
+    "ShardReport",
+    "ShardSpec",
+    "State",
+    "StopCommand",
+    "Storage",
+]

@@ -1,0 +1,61 @@
+"""The control plane's nodes (the reference's `inventory`)."""
+
+from __future__ import annotations
+
+import enum
+
+from attrs import field, frozen
+
+from llmgw_wire.domain._values import seq, str_map
+from llmgw_wire.domain.discovery import GPU, IMEX, Host, LocalWeights, Storage
+from llmgw_wire.domain.reconciler import AdoptedShard
+
+__all__ = ["FabricAttachment", "Node", "NodeState", "Registration"]
+
+
+class NodeState(enum.Enum):
+    """Whether the control plane may place shards on a node."""
+
+    READY = "ready"  # registered and connected
+    DRAINING = "draining"  # connected, but no new shards go there
+    OFFLINE = "offline"  # its agent's stream is gone
+
+
+@frozen
+class FabricAttachment:
+    """A network fabric the node is attached to, through `hcas`, at `rate_gbps`."""
+
+    fabric: str = ""
+    hcas: tuple[str, ...] = seq()
+    rate_gbps: int = 0
+
+
+@frozen
+class Node:
+    """A GPU node as the control plane knows it (host memory in MiB)."""
+
+    id: str = ""
+    hostname: str = ""
+    mgmt_addr: str = ""
+    labels: dict[str, str] = str_map()
+    state: NodeState = NodeState.READY
+    agent_version: str = ""
+    features: tuple[str, ...] = seq()
+    engine_versions: dict[str, str] = str_map()
+    engines_probed: bool = False
+    memory_total_mb: int = 0
+    cpu_count: int = 0
+    host: Host = field(factory=Host)
+    weights: tuple[LocalWeights, ...] = seq()
+    storage: tuple[Storage, ...] = seq()
+    gpus: tuple[GPU, ...] = seq()
+    imex: IMEX = field(factory=IMEX)
+    fabrics: tuple[FabricAttachment, ...] = seq()
+
+
+@frozen
+class Registration:
+    """A whole registration: the node and the shards its agent already runs."""
+
+    node: Node = field(factory=Node)
+    shards: tuple[AdoptedShard, ...] = seq()

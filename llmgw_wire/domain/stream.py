@@ -1,0 +1,28 @@
+"""Messages that only keep the agent stream going."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from attrs import frozen
+
+__all__ = ["Ack", "Heartbeat"]
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@frozen
+class Heartbeat:
+    """An agent's sign of life; `sent_at` is the agent's clock, in UTC, to the millisecond."""
+
+    node_id: str = ""
+    sent_at: dt.datetime = _EPOCH
+
+
+@frozen
+class Ack:
+    """The control plane's answer to a registration."""
+
+    node_id: str = ""
+    adopted_shards: int = 0
+    detail: str = ""

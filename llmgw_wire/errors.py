@@ -1,0 +1,60 @@
+"""The library's one exception hierarchy.
+
+Every error says what was expected, what was found, and where: a path into
+the value (`$.gpus[3].memory_total_mb`), the message type, or the file.
+Messages are built here and nowhere else, so that they read alike.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DecodeError", "EncodeError", "WireError"]
+
+
+class WireError(Exception):
+    """Base class of every error the library raises on bad input."""
+
+
+def _format_path(path: tuple[str | int, ...]) -> str:
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+class EncodeError(WireError, ValueError):
+    """A domain value that cannot be put on the wire as it is.
+
+    Attributes:
+        expected: what the wire field takes, e.g. "int32".
+        got: the offending value.
+        path: where it is, as attribute names and sequence indices.
+    """
+
+    def __init__(self, expected: str, got: object, path: tuple[str | int, ...] = ()) -> None:
+        self.expected = expected
+        self.got = got
+        self.path = path
+        super().__init__(f"Expected `{expected}`, got {got!r} - at `{_format_path(path)}`")
+
+    def __reduce__(self) -> tuple[type[EncodeError], tuple[str, object, tuple[str | int, ...]]]:
+        return type(self), (self.expected, self.got, self.path)
+
+
+class DecodeError(WireError, ValueError):
+    """Bytes, or a wire message, that do not make the value asked for.
+
+    Attributes:
+        message_type: the full proto name of the message being decoded.
+        reason: what was wrong.
+        path: where inside the message, when known.
+    """
+
+    def __init__(self, message_type: str, reason: str, path: tuple[str | int, ...] = ()) -> None:
+        self.message_type = message_type
+        self.reason = reason
+        self.path = path
+        where = f" - at `{_format_path(path)}`" if path else ""
+        super().__init__(f"Invalid `{message_type}`: {reason}{where}")
+
+    def __reduce__(self) -> tuple[type[DecodeError], tuple[str, str, tuple[str | int, ...]]]:
+        return type(self), (self.message_type, self.reason, self.path)
