@@ -38,6 +38,7 @@ __all__ = [
     "decode",
     "encode",
     "make_converter",
+    "wire_class",
 ]
 
 T = TypeVar("T")
@@ -163,6 +164,15 @@ def structure_with_context(message: Any, domain: type[T], **context: str) -> T:
 
 
 _WIRE_NAMES: dict[type, str] = {cls: name for name, cls in _betterproto2_classes().items()}
+
+
+def wire_class(domain: type) -> type[betterproto2.Message]:
+    """The `llmgw_wire.v1` class of the wire message that carries the domain model `domain`.
+
+    Raises:
+        TypeError: `domain` is not a domain model with a wire message of its own.
+    """
+    return _betterproto2_classes()[_top_level(domain)]
 
 
 def _top_level(domain: type) -> str:
