@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/llmgw-wire demo
 
 ## test: lint, the generated code's freshness, and the whole test suite (ci profile)
-test: lint gen-check
+test: lint gen-check compat
 	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest
 
 pytest: $(STAMP)
@@ -42,6 +42,21 @@ gen: $(STAMP)
 ## gen-check: fail when the committed wire layer differs from a fresh generation
 gen-check: $(STAMP)
 	$(BIN)/python scripts/gen.py --check
+
+## compat: fail when proto/ breaks peers that run the last released schema
+compat: $(STAMP)
+	$(BIN)/llmgw-wire compat
+
+## baseline: freeze proto/ as the shipped baseline of a released schema, e.g.
+## `make baseline VERSION=1.1.0`; a frozen baseline is never rebuilt
+BASELINE := llmgw_wire/schemas/llmgw_v1-$(VERSION).binpb
+baseline: $(STAMP)
+	@test -n "$(VERSION)" || { echo "usage: make baseline VERSION=X.Y.Z"; exit 2; }
+	@test ! -e $(BASELINE) || { echo "$(BASELINE) exists; baselines are frozen once released"; exit 1; }
+	cd proto && $(CURDIR)/$(BIN)/python -m grpc_tools.protoc -I. --include_imports --include_source_info \
+		--descriptor_set_out=$(CURDIR)/$(BASELINE) $$(find . -name '*.proto' | cut -c3- | LC_ALL=C sort)
+
+.PHONY: compat baseline
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist

@@ -1,0 +1,778 @@
+"""The schema breaking-change checker: each rule, the safe changes, the inputs and the command."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from llmgw_wire import compat
+from llmgw_wire.cli import main
+from llmgw_wire.errors import WireError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Line numbers matter: the expected locations below point into these texts.
+PROTO3 = textwrap.dedent(
+    """\
+    syntax = "proto3";
+    package t.v1;
+
+    message Gpu {
+      int32 index = 1;
+      string uuid = 2;
+      int32 memory_total_mb = 3;
+      repeated int32 peers = 4;
+      map<string, string> labels = 5;
+      Kind kind = 6;
+      Inner inner = 7;
+      oneof sel {
+        string a = 8;
+        string b = 9;
+      }
+      sint32 delta = 10;
+      optional int32 opt = 11;
+      bytes blob = 12;
+      reserved 20 to 22, 30;
+      reserved "old";
+
+      message Inner { string x = 1; }
+    }
+
+    enum Kind {
+      KIND_UNSPECIFIED = 0;
+      KIND_CARD = 1;
+      KIND_SLICE = 2;
+      reserved 9;
+      reserved "KIND_GONE";
+    }
+
+    message Req {}
+    message Resp {}
+    message Unused { int32 n = 1; }
+
+    service Svc {
+      rpc Call(Req) returns (Resp);
+      rpc Watch(stream Req) returns (stream Resp);
+    }
+    """
+)
+
+PROTO2 = textwrap.dedent(
+    """\
+    syntax = "proto2";
+    package t.v1;
+
+    message Job {
+      required string id = 1;
+      optional int32 retries = 2 [default = 3];
+      optional string note = 3;
+      optional float ratio = 4 [default = 0.5];
+    }
+    """
+)
+
+EDITIONS = textwrap.dedent(
+    """\
+    edition = "2023";
+    package t.v1;
+
+    message Doc {
+      int32 n = 1;
+    }
+
+    enum Color {
+      COLOR_UNSPECIFIED = 0;
+    }
+    """
+)
+
+ENUMS = textwrap.dedent(
+    """\
+    syntax = "proto3";
+    package t.v1;
+
+    message A { enum Kind { KIND_UNSPECIFIED = 0; KIND_X = 1; } }
+    message B { enum Kind { KIND_UNSPECIFIED = 0; KIND_X = 1; KIND_Y = 2; } }
+    message C { enum Sort { SORT_UNSPECIFIED = 0; } }
+    message Use {
+      A.Kind kind = 1;
+    }
+    """
+)
+
+
+@pytest.fixture(scope="session")
+def compile_schema(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Any]:
+    """Compile one `t.proto` text with protoc, once per distinct text."""
+    cache: dict[str, Any] = {}
+    counter = itertools.count()
+
+    def compile_text(text: str) -> Any:
+        if text not in cache:
+            root = tmp_path_factory.mktemp(f"schema{next(counter)}")
+            (root / "t.proto").write_text(text)
+            cache[text] = compat.compile_protos(root)
+        return cache[text]
+
+    return compile_text
+
+
+def edit(text: str, *changes: tuple[str, str]) -> str:
+    for old, new in changes:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
+
+
+def found(
+    compile_schema: Callable[[str], Any], old: str, new: str, category: str
+) -> list[tuple[str, str]]:
+    findings = compat.check(compile_schema(old), compile_schema(new), category=category)
+    return [(f.rule, f.location) for f in findings]
+
+
+# Each case: an edit of the base schema, and what WIRE and WIRE_JSON find in it.
+CASES: list[tuple[str, str, str, list[tuple[str, str]], list[tuple[str, str]]]] = [
+    (
+        "field deleted",
+        PROTO3,
+        edit(PROTO3, ("  int32 memory_total_mb = 3;\n", "\n")),
+        [("FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED", "t.proto:4:1")],
+        [
+            ("FIELD_NO_DELETE_UNLESS_NAME_RESERVED", "t.proto:4:1"),
+            ("FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED", "t.proto:4:1"),
+        ],
+    ),
+    (
+        "field deleted, number reserved",
+        PROTO3,
+        edit(PROTO3, ("  int32 memory_total_mb = 3;\n", "  reserved 3;\n")),
+        [],
+        [("FIELD_NO_DELETE_UNLESS_NAME_RESERVED", "t.proto:4:1")],
+    ),
+    (
+        "field deleted, number and name reserved",
+        PROTO3,
+        edit(
+            PROTO3,
+            ("  int32 memory_total_mb = 3;\n", '  reserved 3; reserved "memory_total_mb";\n'),
+        ),
+        [],
+        [],
+    ),
+    (
+        "field added",
+        PROTO3,
+        edit(PROTO3, ("  bytes blob = 12;\n", "  bytes blob = 12;\n  int32 extra = 13;\n")),
+        [],
+        [],
+    ),
+    (
+        "message deleted",
+        PROTO3,
+        edit(PROTO3, ("message Unused { int32 n = 1; }\n", "")),
+        [],
+        [],
+    ),
+    (
+        "int32 to string",
+        PROTO3,
+        edit(PROTO3, ("int32 index = 1", "string index = 1")),
+        [("FIELD_WIRE_COMPATIBLE_TYPE", "t.proto:5:3")],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:5:3")],
+    ),
+    (
+        "int32 to int64",
+        PROTO3,
+        edit(PROTO3, ("int32 index = 1", "int64 index = 1")),
+        [],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:5:3")],
+    ),
+    (
+        "int32 to uint32",
+        PROTO3,
+        edit(PROTO3, ("int32 index = 1", "uint32 index = 1")),
+        [],
+        [],
+    ),
+    (
+        "int32 to bool",
+        PROTO3,
+        edit(PROTO3, ("int32 index = 1", "bool index = 1")),
+        [],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:5:3")],
+    ),
+    (
+        "sint32 to int32",
+        PROTO3,
+        edit(PROTO3, ("sint32 delta = 10", "int32 delta = 10")),
+        [("FIELD_WIRE_COMPATIBLE_TYPE", "t.proto:16:3")],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:16:3")],
+    ),
+    (
+        "sint32 to sint64",
+        PROTO3,
+        edit(PROTO3, ("sint32 delta = 10", "sint64 delta = 10")),
+        [],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:16:3")],
+    ),
+    (
+        "string to bytes",
+        PROTO3,
+        edit(PROTO3, ("string uuid = 2", "bytes uuid = 2")),
+        [],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:6:3")],
+    ),
+    (
+        "bytes to string",
+        PROTO3,
+        edit(PROTO3, ("bytes blob = 12", "string blob = 12")),
+        [("FIELD_WIRE_COMPATIBLE_TYPE", "t.proto:18:3")],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:18:3")],
+    ),
+    (
+        "another message type",
+        PROTO3,
+        edit(PROTO3, ("Inner inner = 7", "Req inner = 7")),
+        [("FIELD_WIRE_COMPATIBLE_TYPE", "t.proto:11:3")],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:11:3")],
+    ),
+    (
+        "map value type",
+        PROTO3,
+        edit(PROTO3, ("map<string, string> labels", "map<string, int32> labels")),
+        [("FIELD_WIRE_COMPATIBLE_TYPE", "t.proto:9:3")],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:9:3")],
+    ),
+    (
+        "map renamed",
+        PROTO3,
+        edit(PROTO3, ("map<string, string> labels", "map<string, string> tags")),
+        [],
+        [("FIELD_SAME_JSON_NAME", "t.proto:9:3"), ("FIELD_SAME_NAME", "t.proto:9:23")],
+    ),
+    (
+        "field renamed",
+        PROTO3,
+        edit(PROTO3, ("int32 index = 1", "int32 idx = 1")),
+        [],
+        [("FIELD_SAME_JSON_NAME", "t.proto:5:3"), ("FIELD_SAME_NAME", "t.proto:5:9")],
+    ),
+    (
+        "JSON name set",
+        PROTO3,
+        edit(PROTO3, ("string uuid = 2;", 'string uuid = 2 [json_name = "id"];')),
+        [],
+        [("FIELD_SAME_JSON_NAME", "t.proto:6:20")],
+    ),
+    (
+        "repeated to singular",
+        PROTO3,
+        edit(PROTO3, ("repeated int32 peers", "int32 peers")),
+        [("FIELD_WIRE_COMPATIBLE_CARDINALITY", "t.proto:8:3")],
+        [("FIELD_WIRE_JSON_COMPATIBLE_CARDINALITY", "t.proto:8:3")],
+    ),
+    (
+        "optional to implicit presence",
+        PROTO3,
+        edit(PROTO3, ("optional int32 opt", "int32 opt")),
+        [],
+        [],
+    ),
+    (
+        "moved out of a oneof",
+        PROTO3,
+        edit(PROTO3, ("    string b = 9;\n  }\n", "  }\n  string b = 9;\n")),
+        [("FIELD_SAME_ONEOF", "t.proto:15:3")],
+        [("FIELD_SAME_ONEOF", "t.proto:15:3")],
+    ),
+    (
+        "moved into a oneof",
+        PROTO3,
+        edit(
+            PROTO3,
+            ("  }\n  sint32 delta = 10;\n", "    sint32 delta = 10;\n  }\n"),
+        ),
+        [("FIELD_SAME_ONEOF", "t.proto:15:5")],
+        [("FIELD_SAME_ONEOF", "t.proto:15:5")],
+    ),
+    (
+        "enum value deleted",
+        PROTO3,
+        edit(PROTO3, ("  KIND_SLICE = 2;\n", "\n")),
+        [("ENUM_VALUE_NO_DELETE_UNLESS_NUMBER_RESERVED", "t.proto:25:1")],
+        [
+            ("ENUM_VALUE_NO_DELETE_UNLESS_NAME_RESERVED", "t.proto:25:1"),
+            ("ENUM_VALUE_NO_DELETE_UNLESS_NUMBER_RESERVED", "t.proto:25:1"),
+        ],
+    ),
+    (
+        "enum value deleted, number reserved",
+        PROTO3,
+        edit(PROTO3, ("  KIND_SLICE = 2;\n", "  reserved 2;\n")),
+        [],
+        [("ENUM_VALUE_NO_DELETE_UNLESS_NAME_RESERVED", "t.proto:25:1")],
+    ),
+    (
+        "enum value renamed",
+        PROTO3,
+        edit(PROTO3, ("KIND_SLICE = 2", "KIND_MIG = 2")),
+        [],
+        [("ENUM_VALUE_SAME_NAME", "t.proto:28:14")],
+    ),
+    (
+        "enum value added",
+        PROTO3,
+        edit(PROTO3, ("  KIND_SLICE = 2;\n", "  KIND_SLICE = 2;\n  KIND_NIC = 3;\n")),
+        [],
+        [],
+    ),
+    (
+        "reserved range shrunk",
+        PROTO3,
+        edit(PROTO3, ("reserved 20 to 22, 30;", "reserved 20 to 21;")),
+        [("RESERVED_MESSAGE_NO_DELETE", "t.proto:4:1")] * 2,
+        [("RESERVED_MESSAGE_NO_DELETE", "t.proto:4:1")] * 2,
+    ),
+    (
+        "reserved ranges rearranged",
+        PROTO3,
+        edit(PROTO3, ("reserved 20 to 22, 30;", "reserved 30, 21 to 25, 20;")),
+        [],
+        [],
+    ),
+    (
+        "reserved name dropped",
+        PROTO3,
+        edit(PROTO3, ('  reserved "old";\n', "\n")),
+        [("RESERVED_MESSAGE_NO_DELETE", "t.proto:4:1")],
+        [("RESERVED_MESSAGE_NO_DELETE", "t.proto:4:1")],
+    ),
+    (
+        "enum reservation dropped",
+        PROTO3,
+        edit(PROTO3, ("  reserved 9;\n", "\n")),
+        [("RESERVED_ENUM_NO_DELETE", "t.proto:25:1")],
+        [("RESERVED_ENUM_NO_DELETE", "t.proto:25:1")],
+    ),
+    (
+        "package changed",
+        PROTO3,
+        edit(PROTO3, ("package t.v1;", "package t.v2;")),
+        [("FILE_SAME_PACKAGE", "t.proto:2:1")],
+        [("FILE_SAME_PACKAGE", "t.proto:2:1")],
+    ),
+    (
+        "request type",
+        PROTO3,
+        edit(PROTO3, ("rpc Call(Req)", "rpc Call(Resp)")),
+        [("RPC_SAME_REQUEST_TYPE", "t.proto:38:12")],
+        [("RPC_SAME_REQUEST_TYPE", "t.proto:38:12")],
+    ),
+    (
+        "response type",
+        PROTO3,
+        edit(PROTO3, ("returns (Resp);", "returns (Req);")),
+        [("RPC_SAME_RESPONSE_TYPE", "t.proto:38:26")],
+        [("RPC_SAME_RESPONSE_TYPE", "t.proto:38:26")],
+    ),
+    (
+        "client streaming dropped",
+        PROTO3,
+        edit(PROTO3, ("rpc Watch(stream Req)", "rpc Watch(Req)")),
+        [("RPC_SAME_CLIENT_STREAMING", "t.proto:39:3")],
+        [("RPC_SAME_CLIENT_STREAMING", "t.proto:39:3")],
+    ),
+    (
+        "server streaming added",
+        PROTO3,
+        edit(PROTO3, ("returns (Resp);", "returns (stream Resp);")),
+        [("RPC_SAME_SERVER_STREAMING", "t.proto:38:3")],
+        [("RPC_SAME_SERVER_STREAMING", "t.proto:38:3")],
+    ),
+    (
+        "idempotency level",
+        PROTO3,
+        edit(
+            PROTO3,
+            (
+                "returns (Resp);",
+                "returns (Resp) { option idempotency_level = IDEMPOTENT; }",
+            ),
+        ),
+        [("RPC_SAME_IDEMPOTENCY_LEVEL", "t.proto:38:34")],
+        [("RPC_SAME_IDEMPOTENCY_LEVEL", "t.proto:38:34")],
+    ),
+    (
+        "enum of the same name that keeps every value",
+        ENUMS,
+        edit(ENUMS, ("  A.Kind kind", "  B.Kind kind")),
+        [],
+        [],
+    ),
+    (
+        "enum of the same name that loses a value",
+        edit(ENUMS, ("  A.Kind kind", "  B.Kind kind")),
+        ENUMS,
+        [("FIELD_WIRE_COMPATIBLE_TYPE", "t.proto:8:3")],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:8:3")],
+    ),
+    (
+        "another enum",
+        ENUMS,
+        edit(ENUMS, ("  A.Kind kind", "  C.Sort kind")),
+        [("FIELD_WIRE_COMPATIBLE_TYPE", "t.proto:8:3")],
+        [("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:8:3")],
+    ),
+    (
+        "required field dropped",
+        PROTO2,
+        edit(PROTO2, ("required string id", "optional string id")),
+        [
+            ("MESSAGE_SAME_REQUIRED_FIELDS", "t.proto:4:1"),
+            ("FIELD_WIRE_COMPATIBLE_CARDINALITY", "t.proto:5:3"),
+        ],
+        [
+            ("MESSAGE_SAME_REQUIRED_FIELDS", "t.proto:4:1"),
+            ("FIELD_WIRE_JSON_COMPATIBLE_CARDINALITY", "t.proto:5:3"),
+        ],
+    ),
+    (
+        "required field added",
+        PROTO2,
+        edit(PROTO2, ("optional string note", "required string note")),
+        [
+            ("FIELD_WIRE_COMPATIBLE_CARDINALITY", "t.proto:7:3"),
+            ("MESSAGE_SAME_REQUIRED_FIELDS", "t.proto:7:3"),
+        ],
+        [
+            ("FIELD_WIRE_JSON_COMPATIBLE_CARDINALITY", "t.proto:7:3"),
+            ("MESSAGE_SAME_REQUIRED_FIELDS", "t.proto:7:3"),
+        ],
+    ),
+    (
+        "default changed",
+        PROTO2,
+        edit(PROTO2, ("[default = 3]", "[default = 4]")),
+        [("FIELD_SAME_DEFAULT", "t.proto:6:41")],
+        [("FIELD_SAME_DEFAULT", "t.proto:6:41")],
+    ),
+    (
+        "default spelled differently",
+        PROTO2,
+        edit(
+            PROTO2,
+            ("[default = 3]", "[default = 0x3]"),
+            ("optional string note = 3;", 'optional string note = 3 [default = ""];'),
+        ),
+        [],
+        [],
+    ),
+    (
+        "message JSON format",
+        EDITIONS,
+        edit(
+            EDITIONS,
+            ("Doc {\n", "Doc {\n  option features.json_format = LEGACY_BEST_EFFORT;\n"),
+        ),
+        [],
+        [("MESSAGE_SAME_JSON_FORMAT", "t.proto:5:3")],
+    ),
+    (
+        "file JSON format",
+        EDITIONS,
+        edit(
+            EDITIONS,
+            ("\nmessage Doc", "option features.json_format = LEGACY_BEST_EFFORT;\nmessage Doc"),
+        ),
+        [],
+        [("MESSAGE_SAME_JSON_FORMAT", "t.proto:4:1"), ("ENUM_SAME_JSON_FORMAT", "t.proto:8:1")],
+    ),
+    (
+        "editions presence",
+        EDITIONS,
+        edit(EDITIONS, ("int32 n = 1;", "int32 n = 1 [features.field_presence = IMPLICIT];")),
+        [],
+        [],
+    ),
+]
+
+
+@pytest.mark.parametrize("category", compat.CATEGORIES)
+@pytest.mark.parametrize(
+    ("old", "new", "wire", "wire_json"),
+    [pytest.param(*case[1:], id=case[0]) for case in CASES],
+)
+def test_rule(
+    compile_schema: Callable[[str], Any],
+    category: str,
+    old: str,
+    new: str,
+    wire: list[tuple[str, str]],
+    wire_json: list[tuple[str, str]],
+) -> None:
+    expected = wire if category == "WIRE" else wire_json
+    assert found(compile_schema, old, new, category) == expected
+
+
+DELETED = edit(PROTO3, ("  int32 memory_total_mb = 3;\n", "\n"))
+DELETED_NAME = (
+    'FIELD_NO_DELETE_UNLESS_NAME_RESERVED: field 3 "memory_total_mb" of message t.v1.Gpu '
+    "was deleted without reserving its name; older peers still use it as a JSON key."
+)
+DELETED_NUMBER = (
+    'FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED: field 3 "memory_total_mb" of message t.v1.Gpu '
+    "was deleted without reserving its number; older peers still send it."
+)
+
+
+def test_findings_read_as_sentences(compile_schema: Callable[[str], Any]) -> None:
+    changed = edit(
+        DELETED,
+        ("int32 index = 1", "string idx = 1"),
+        ("KIND_SLICE = 2", "KIND_MIG = 2"),
+        ("rpc Watch(stream Req)", "rpc Watch(Req)"),
+    )
+    findings = compat.check(compile_schema(PROTO3), compile_schema(changed))
+    assert [str(f) for f in findings] == [
+        f"t.proto:4:1: {DELETED_NAME}",
+        f"t.proto:4:1: {DELETED_NUMBER}",
+        't.proto:5:3: FIELD_SAME_JSON_NAME: field 1 "idx" of message t.v1.Gpu changed its JSON '
+        'name from "index" to "idx"; peers on the other version write and look for the other key.',
+        't.proto:5:3: FIELD_WIRE_JSON_COMPATIBLE_TYPE: field 1 "idx" of message t.v1.Gpu changed '
+        "type from int32 to string, a change the wire format or JSON does not allow; peers on "
+        "the two versions misread it.",
+        't.proto:5:10: FIELD_SAME_NAME: field 1 of message t.v1.Gpu was renamed from "index" to '
+        '"idx"; JSON and text readers no longer accept the old name.',
+        "t.proto:28:14: ENUM_VALUE_SAME_NAME: value 2 of enum t.v1.Kind was renamed from "
+        '"KIND_SLICE" to "KIND_MIG"; JSON carries enum values by name, so peers on the two '
+        "versions do not understand each other's.",
+        "t.proto:39:3: RPC_SAME_CLIENT_STREAMING: RPC t.v1.Svc.Watch no longer streams its "
+        "requests; calls between peers on the two versions fail.",
+    ]
+    assert findings == sorted(findings)
+    assert findings[0] == compat.Finding(
+        "t.proto", 4, 1, "FIELD_NO_DELETE_UNLESS_NAME_RESERVED", DELETED_NAME.split(": ", 1)[1]
+    )
+
+
+def test_messages_name_what_changed(compile_schema: Callable[[str], Any]) -> None:
+    changed = edit(
+        PROTO3,
+        ("reserved 20 to 22, 30;", "reserved 21;"),
+        ("map<string, string> labels", "map<string, bytes> labels"),
+        ("  KIND_SLICE = 2;\n", "\n"),
+    )
+    messages = [f.message for f in compat.check(compile_schema(PROTO3), compile_schema(changed))]
+    assert messages == [
+        "message t.v1.Gpu no longer reserves field number 30; a new declaration could reuse "
+        "a number that older peers give another meaning.",
+        "message t.v1.Gpu no longer reserves field numbers 20, 22; a new declaration could "
+        "reuse a number that older peers give another meaning.",
+        'field 5 "labels" of message t.v1.Gpu changed type from map<string, string> to '
+        "map<string, bytes>, a change the wire format or JSON does not allow; peers on the "
+        "two versions misread it.",
+        'value 2 ("KIND_SLICE") of enum t.v1.Kind was deleted without reserving its name; '
+        "older peers still send it by name in JSON.",
+        'value 2 ("KIND_SLICE") of enum t.v1.Kind was deleted without reserving its number; '
+        "older peers still send it.",
+    ]
+
+
+def test_rules_are_bufs_wire_and_wire_json() -> None:
+    both = {
+        "ENUM_VALUE_NO_DELETE_UNLESS_NUMBER_RESERVED",
+        "FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED",
+        "FIELD_SAME_DEFAULT",
+        "FIELD_SAME_ONEOF",
+        "FILE_SAME_PACKAGE",
+        "MESSAGE_SAME_REQUIRED_FIELDS",
+        "RESERVED_ENUM_NO_DELETE",
+        "RESERVED_MESSAGE_NO_DELETE",
+        "RPC_SAME_CLIENT_STREAMING",
+        "RPC_SAME_IDEMPOTENCY_LEVEL",
+        "RPC_SAME_REQUEST_TYPE",
+        "RPC_SAME_RESPONSE_TYPE",
+        "RPC_SAME_SERVER_STREAMING",
+    }
+    wire_only = {"FIELD_WIRE_COMPATIBLE_CARDINALITY", "FIELD_WIRE_COMPATIBLE_TYPE"}
+    wire_json_only = {
+        "ENUM_SAME_JSON_FORMAT",
+        "ENUM_VALUE_NO_DELETE_UNLESS_NAME_RESERVED",
+        "ENUM_VALUE_SAME_NAME",
+        "FIELD_NO_DELETE_UNLESS_NAME_RESERVED",
+        "FIELD_SAME_JSON_NAME",
+        "FIELD_SAME_NAME",
+        "FIELD_WIRE_JSON_COMPATIBLE_CARDINALITY",
+        "FIELD_WIRE_JSON_COMPATIBLE_TYPE",
+        "MESSAGE_SAME_JSON_FORMAT",
+    }
+    assert {name for name, cats in compat.RULES.items() if "WIRE" in cats} == both | wire_only
+    assert {name for name, cats in compat.RULES.items() if "WIRE_JSON" in cats} == (
+        both | wire_json_only
+    )
+    assert list(compat.RULES) == sorted(compat.RULES)
+
+
+def test_repository_schema_keeps_to_the_baseline() -> None:
+    assert "1.0.0" in compat.baseline_versions()
+    assert compat.check(compat.baseline(), compat.compile_protos(REPO / "proto")) == []
+    assert compat.baseline("1.0.0") == compat.baseline()
+
+
+def test_bad_arguments_raise_compat_error(tmp_path: Path) -> None:
+    assert issubclass(compat.CompatError, WireError)
+    with pytest.raises(compat.CompatError, match=r"Expected a schema version in .*, got '0.1.0'"):
+        compat.baseline("0.1.0")
+    with pytest.raises(compat.CompatError, match=r"Expected a category in WIRE, WIRE_JSON"):
+        compat.check(compat.baseline(), compat.baseline(), category="FILE")
+    with pytest.raises(compat.CompatError, match="not a folder"):
+        compat.compile_protos(tmp_path / "missing")
+    with pytest.raises(compat.CompatError, match="cannot read"):
+        compat.read_descriptor_set(tmp_path / "missing.binpb")
+
+
+# ---------------------------------------------------------------- the command
+
+
+def write_schema(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "t.proto").write_text(text)
+    return folder
+
+
+def test_command_passes_on_the_repository(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(REPO)
+    assert main(["compat"]) == 0
+    out, err = capsys.readouterr()
+    version = compat.baseline_versions()[-1]
+    assert (out, err) == ("", f"compat: proto against schema {version} (WIRE_JSON): compatible\n")
+
+
+def test_command_reports_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_schema(tmp_path / "old", PROTO3)
+    write_schema(tmp_path / "new", DELETED)
+    monkeypatch.chdir(tmp_path)
+    assert main(["compat", "--proto", "new", "--against", "old"]) == 1
+    out, err = capsys.readouterr()
+    assert out == f"new/t.proto:4:1: {DELETED_NAME}\nnew/t.proto:4:1: {DELETED_NUMBER}\n"
+    assert err == "compat: new against old (WIRE_JSON): 2 breaking changes\n"
+
+    assert main(["compat", "--proto", "new", "--against", "old", "--category", "WIRE"]) == 1
+    out, err = capsys.readouterr()
+    assert out == f"new/t.proto:4:1: {DELETED_NUMBER}\n"
+    assert err == "compat: new against old (WIRE): 1 breaking change\n"
+
+    assert main(["compat", "--proto", "old", "--against", "new", "--category", "WIRE"]) == 0
+
+
+def test_command_reads_descriptor_sets(
+    tmp_path: Path, compile_schema: Callable[[str], Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new = tmp_path / "old.binpb", tmp_path / "new.binpb"
+    old.write_bytes(compile_schema(PROTO3).SerializeToString())
+    new.write_bytes(compile_schema(DELETED).SerializeToString())
+    assert main(["compat", "--proto", str(new), "--against", str(old), "--category", "WIRE"]) == 1
+    assert capsys.readouterr().out == f"t.proto:4:1: {DELETED_NUMBER}\n"
+    folder = write_schema(tmp_path / "proto", DELETED)
+    assert main(["compat", "--proto", str(folder), "--against", str(old)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{folder.as_posix()}/t.proto:4:1: {DELETED_NAME}",
+        f"{folder.as_posix()}/t.proto:4:1: {DELETED_NUMBER}",
+    ]
+
+
+@pytest.fixture
+def git_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    write_schema(repo / "proto", PROTO3)
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "proto"], ["commit", "-q", "-m", "v1"], ["tag", "v1"]):
+        subprocess.run([*git, "-c", "commit.gpgsign=false", *args], check=True)
+    write_schema(repo / "proto", DELETED)
+    monkeypatch.chdir(repo)
+    return repo
+
+
+@pytest.mark.parametrize("against", ["git:HEAD", "HEAD", "v1", "git:v1"])
+def test_command_compares_with_a_git_revision(
+    git_repo: Path, against: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compat", "--against", against]) == 1
+    out, err = capsys.readouterr()
+    assert out == f"proto/t.proto:4:1: {DELETED_NAME}\nproto/t.proto:4:1: {DELETED_NUMBER}\n"
+    revision = against.removeprefix("git:")
+    assert err == f"compat: proto against git:{revision} (WIRE_JSON): 2 breaking changes\n"
+
+
+def test_from_git_finds_the_folder_in_the_repository(
+    git_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(git_repo / "proto")
+    assert compat.check(
+        compat.from_git("v1", "."), compat.compile_protos("."), category="WIRE"
+    ) == [
+        compat.Finding(
+            "t.proto",
+            4,
+            1,
+            "FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED",
+            DELETED_NUMBER.split(": ", 1)[1],
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--against", "nowhere"], "Expected a file, a folder or a git revision, got 'nowhere'"),
+        (["--against", "git:nowhere"], "'nowhere' is not a git revision"),
+        (["--against", "garbage.binpb"], "garbage.binpb is not a FileDescriptorSet"),
+        (["--against", "empty.binpb"], "empty.binpb holds no schema files"),
+        (["--against", "empty"], "no .proto files under empty"),
+        (["--against", "broken"], "protoc rejects broken:\nt.proto:2:9: Expected message name.\n"),
+        (["--proto", "git:HEAD"], "Expected a file or a folder, got 'git:HEAD'"),
+    ],
+)
+def test_command_rejects_bad_input(
+    git_repo: Path, args: list[str], error: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (git_repo / "garbage.binpb").write_bytes(b"\xff\xff\xff")
+    (git_repo / "empty.binpb").write_bytes(b"")
+    (git_repo / "empty").mkdir()
+    write_schema(git_repo / "broken", 'syntax = "proto3";\nmessage {')
+    assert main(["compat", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"llmgw-wire compat: error: {error}")
+
+
+def test_command_rejects_an_unknown_category(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["compat", "--category", "FILE"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'FILE'" in capsys.readouterr().err
+
+
+def test_compiling_needs_the_schema_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(compat, "_PROTOC_MODULE", "llmgw_wire_no_protoc_here")
+    folder = write_schema(tmp_path / "proto", PROTO3)
+    assert main(["compat", "--proto", str(folder)]) == 2
+    assert "install the `schema` extra: pip install 'llmgw-wire[schema]'" in capsys.readouterr().err
