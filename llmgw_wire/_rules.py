@@ -385,7 +385,7 @@ class Millis(Rule):
             from_millis(getattr(message, self.wire))
         except _Invalid:
             reason = f"{getattr(message, self.wire)} ms does not fit a timedelta"
-            raise DecodeError(message_type, reason, (*path, self.wire)) from None
+            raise DecodeError(message_type, reason, path) from None
 
     def describe(self) -> str:
         return "timedelta as int64 milliseconds; a fraction of a millisecond is an error"
@@ -412,7 +412,7 @@ class EpochMillis(Rule):
             from_epoch_millis(getattr(message, self.wire))
         except _Invalid:
             reason = f"{getattr(message, self.wire)} ms since the epoch does not fit a datetime"
-            raise DecodeError(message_type, reason, (*path, self.wire)) from None
+            raise DecodeError(message_type, reason, path) from None
 
     def describe(self) -> str:
         return "aware datetime as int64 ms since the epoch, decoded in UTC"

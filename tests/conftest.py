@@ -10,8 +10,8 @@ import os
 
 from hypothesis import HealthCheck, settings
 
-_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
-settings.register_profile("dev", max_examples=30, **_COMMON)
-settings.register_profile("ci", max_examples=150, print_blob=True, **_COMMON)
-settings.register_profile("fuzz", max_examples=5000, print_blob=True, **_COMMON)
+_BASE = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", _BASE, max_examples=30)
+settings.register_profile("ci", _BASE, max_examples=150, print_blob=True)
+settings.register_profile("fuzz", _BASE, max_examples=5000, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
