@@ -95,7 +95,8 @@ CASES = [
     ),
     (
         attrs.evolve(sample_command(), pool="batch"),
-        "Expected `'chat' as at `$.spec.pool` (both are one wire field)`, got 'batch' - at `$.pool`",
+        "Expected `'chat' as at `$.spec.pool` (both are one wire field)`, "
+        "got 'batch' - at `$.pool`",
     ),
     (
         ShardCommand(spec=ShardSpec(threads=INT32_MAX + 1)),
@@ -107,7 +108,7 @@ CASES = [
         "got 'http://10.0.0.1:8000' - at `$.endpoint`",
     ),
     (
-        Heartbeat(sent_at=dt.datetime(2026, 1, 1)),  # noqa: DTZ001 - the naive datetime is the error
+        Heartbeat(sent_at=dt.datetime(2026, 1, 1)),
         "Expected `an aware datetime of whole milliseconds`, "
         "got datetime.datetime(2026, 1, 1, 0, 0) - at `$.sent_at`",
     ),
@@ -132,11 +133,13 @@ def test_int_bounds_themselves_are_carried() -> None:
 
 
 def test_the_error_is_a_value_error_and_survives_pickling() -> None:
-    error = pytest.raises(EncodeError, encode, Node(cpu_count=2**40)).value
+    with pytest.raises(EncodeError) as excinfo:
+        encode(Node(cpu_count=2**40))
+    error = excinfo.value
     assert isinstance(error, ValueError)
     assert isinstance(error, WireError)
     assert (error.expected, error.got, error.path) == ("int32", 2**40, ("cpu_count",))
-    assert str(pickle.loads(pickle.dumps(error))) == str(error)  # noqa: S301 - our own bytes
+    assert str(pickle.loads(pickle.dumps(error))) == str(error)
 
 
 def test_a_spec_with_compute_cannot_ride_a_start_shard() -> None:
