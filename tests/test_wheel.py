@@ -1,0 +1,90 @@
+"""The package as users get it: a wheel and an sdist, installed into a fresh environment."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
+def _one(dist: Path, pattern: str) -> Path:
+    (found,) = dist.glob(pattern)
+    return found
+
+
+def test_the_wheel_carries_the_package_and_nothing_else(dist: Path) -> None:
+    from llmgw_wire import __version__
+
+    wheel = _one(dist, f"llmgw_wire-{__version__}-py3-none-any.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in (
+        "llmgw_wire/py.typed",
+        "llmgw_wire/_gen/llmgw/v1/__init__.py",
+        "llmgw_wire/_gen/message_pool.py",
+        "llmgw_wire/_gen/llmgw_v1.binpb",
+        "llmgw_wire/schemas/llmgw_v1-1.0.0.binpb",
+        "llmgw_wire/sample.py",
+    ):
+        assert needed in names
+    assert not [n for n in names if n.startswith("tests/") or "__pycache__" in n]
+
+
+def test_the_sdist_carries_the_schema_and_the_tests(dist: Path) -> None:
+    from llmgw_wire import __version__
+
+    sdist = _one(dist, f"llmgw_wire-{__version__}.tar.gz")
+    names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+    assert {"proto/llmgw/v1/node.proto", "pyproject.toml", "tests/test_laws.py"} <= names
+
+
+def test_the_wheel_installs_and_runs_in_a_fresh_environment(dist: Path, tmp_path: Path) -> None:
+    wheel = _one(dist, "llmgw_wire-*.whl")
+    env = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env)
+    python = env / "bin" / "python"
+    subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", f"{wheel}[testing]"],
+        check=True,
+        capture_output=True,
+    )
+    # Every module of the installed package imports, outside this checkout.
+    imports = (
+        "import importlib, pkgutil, llmgw_wire\n"
+        "names = [m.name for m in pkgutil.walk_packages(llmgw_wire.__path__, 'llmgw_wire.')]\n"
+        "for name in names: importlib.import_module(name)\n"
+        "print(len(names), llmgw_wire.__file__)\n"
+    )
+    done = subprocess.run(
+        [python, "-c", imports], check=True, capture_output=True, text=True, cwd=tmp_path
+    )
+    count, location = done.stdout.split()
+    assert int(count) > 10
+    assert str(env) in location
+    version = subprocess.run(
+        [env / "bin" / "llmgw-wire", "--version"], check=True, capture_output=True, text=True
+    )
+    from llmgw_wire import __version__
+
+    assert version.stdout.strip() == f"llmgw-wire {__version__}"
+    stub = "import llmgw_wire.v1 as v; v.Register; v.AgentServiceStub; v.AgentServiceBase"
+    subprocess.run([python, "-c", stub], check=True, cwd=tmp_path)
