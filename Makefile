@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 export HYPOTHESIS_PROFILE ?= dev
 
-.PHONY: demo test lint format gen gen-check pytest bench fuzz clean
+.PHONY: demo test lint format gen gen-check pytest bench fuzz matrix clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,5 +58,9 @@ baseline: $(STAMP)
 
 .PHONY: compat baseline
 
+## matrix: the test suite on Python 3.10, 3.11, 3.12 and 3.13
+matrix: $(STAMP)
+	$(BIN)/python scripts/matrix.py
+
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
+	rm -rf $(VENV) .venv-matrix .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
