@@ -241,7 +241,9 @@ def decode(
     wire_name = _WIRE_NAMES.get(into)
     if wire_name is not None:
         # Parsed strictly first; betterproto2 then reads the canonical bytes.
-        canonical = _parse(data, wire_name, max_size).SerializeToString()
+        # Deterministic, so that map entries keep `encode`'s sorted order rather
+        # than upb's hash order, and the message re-encodes to the same bytes.
+        canonical = _parse(data, wire_name, max_size).SerializeToString(deterministic=True)
         return into.parse(canonical)  # type: ignore[attr-defined,no-any-return]
     name = _top_level(into)
     message = _parse(data, name, max_size)
