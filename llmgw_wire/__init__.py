@@ -45,7 +45,9 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
-from llmgw_wire.errors import DecodeError, EncodeError, WireError
+from llmgw_wire.errors import DecodeError, EncodeError, JSONError, StateFileError, WireError
+from llmgw_wire.jsoncodec import from_json, json_converter, make_json_converter, to_json
+from llmgw_wire.state import ShardState, load_shard_state, save_shard_state
 
 __all__ = [
     "DEFAULT_MAX_SIZE",
@@ -63,6 +65,7 @@ __all__ = [
     "Heartbeat",
     "Host",
     "Inventory",
+    "JSONError",
     "LocalWeights",
     "MIGDevice",
     "Node",
@@ -72,7 +75,9 @@ __all__ = [
     "ShardCommand",
     "ShardReport",
     "ShardSpec",
+    "ShardState",
     "State",
+    "StateFileError",
     "StopCommand",
     "Storage",
     "WireError",
@@ -82,13 +87,19 @@ __all__ = [
     "converter",
     "decode",
     "encode",
+    "from_json",
+    "json_converter",
+    "load_shard_state",
     "make_converter",
+    "make_json_converter",
     "node_from_register",
     "register_from_inventory",
     "register_from_node",
     "running_shard_from_spec",
+    "save_shard_state",
     "shard_spec_from_start",
     "start_shard_from_command",
     "state_from_wire",
     "state_to_wire",
+    "to_json",
 ]

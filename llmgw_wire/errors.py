@@ -7,7 +7,7 @@ Messages are built here and nowhere else, so that they read alike.
 
 from __future__ import annotations
 
-__all__ = ["DecodeError", "EncodeError", "WireError"]
+__all__ = ["DecodeError", "EncodeError", "JSONError", "StateFileError", "WireError"]
 
 
 class WireError(Exception):
@@ -58,3 +58,33 @@ class DecodeError(WireError, ValueError):
 
     def __reduce__(self) -> tuple[type[DecodeError], tuple[str, str, tuple[str | int, ...]]]:
         return type(self), (self.message_type, self.reason, self.path)
+
+
+class JSONError(DecodeError):
+    """A JSON document that does not make the domain value asked for.
+
+    `message_type` is the name of the type asked for (`ShardSpec`), and
+    `path` points into the document (`$.gpu_indices[2]`).
+    """
+
+
+class StateFileError(JSONError):
+    """A shard's state file that cannot be loaded: not JSON, of an unknown format, or mistyped.
+
+    Attributes:
+        file: the file, as it was given.
+        reason: what was wrong.
+        path: where inside the document, when known.
+    """
+
+    def __init__(self, file: str, reason: str, path: tuple[str | int, ...] = ()) -> None:
+        self.file = file
+        self.message_type = "ShardState"
+        self.reason = reason
+        self.path = path
+        where = f" - at `{_format_path(path)}`" if path else ""
+        # Led by the file rather than the message type: that is what an operator looks for.
+        Exception.__init__(self, f"{file}: {reason}{where}")
+
+    def __reduce__(self) -> tuple[type[StateFileError], tuple[str, str, tuple[str | int, ...]]]:
+        return type(self), (self.file, self.reason, self.path)

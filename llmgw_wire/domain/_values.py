@@ -33,5 +33,8 @@ def _redacted(value: str) -> str:
 
 
 def secret() -> Any:
-    """A string attribute whose value never appears in a repr, only whether it is set."""
-    return attrs.field(default="", repr=_redacted)
+    """A string attribute whose value never appears in a repr, only whether it is set.
+
+    Its metadata says `{"secret": True}`, which is how dumps know to leave it out.
+    """
+    return attrs.field(default="", repr=_redacted, metadata={"secret": True})
