@@ -506,7 +506,9 @@ def _parse(data: str | bytes | bytearray, type_name: str) -> Any:
     try:
         return json.loads(data)
     except json.JSONDecodeError as exc:
-        reason = f"not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        # "Unterminated string starting at" is one of json's messages.
+        where = f"at line {exc.lineno}, column {exc.colno}"
+        reason = f"not JSON: {exc.msg.removesuffix(' at')} {where}"
     except UnicodeDecodeError as exc:
         reason = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
     except RecursionError:

@@ -1,0 +1,109 @@
+"""The processes of the restart story, one role per run: `python restart_roles.py ROLE ARGS...`.
+
+Each role is what one service does at one moment, and talks to the others
+only through the files it is given: the bytes of a wire message, or a
+shard's state file.
+
+    control-start OUT               the control plane sends a StartShard
+    agent-start IN STATE [COMPUTE]  an agent starts the shard, learns its compute
+                                    placement (JSON), saves its state, and exits
+    agent-register STATE OUT        a new agent loads the state and registers
+    control-adopt IN                a new control plane adopts what the agent
+                                    runs, and prints the adopted shards as JSON
+    writer STATE                    saves two states in turn until killed
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+
+import llmgw_wire as wire
+from llmgw_wire import v1
+from llmgw_wire.sample import sample_command, sample_node
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: The writer's two states: a shard starting, then ready with its placement.
+WRITER_STATES = (
+    wire.ShardState(sample_command().spec, wire.State.STARTING),
+    wire.ShardState(
+        attrs.evolve(
+            sample_command().spec, compute=wire.Compute("cuda", ("cuda:4", "cuda:5"), 61, 61)
+        ),
+        wire.State.READY,
+    ),
+)
+
+# A writer nobody kills must not outlive its test run.
+_WRITER_LIFETIME_S = 30.0
+
+
+def control_start(out: str) -> None:
+    Path(out).write_bytes(wire.encode(sample_command()))
+
+
+def agent_start(message: str, state: str, compute: str | None = None) -> None:
+    start = wire.decode(Path(message).read_bytes(), v1.StartShard)
+    spec, _timeout = wire.shard_spec_from_start(start)
+    if compute is not None:
+        # What the engine reported once it had loaded the model.
+        spec = attrs.evolve(spec, compute=wire.from_json(compute, wire.Compute))
+    wire.save_shard_state(state, wire.ShardState(spec, wire.State.READY))
+
+
+def agent_register(state: str, out: str) -> None:
+    saved = wire.load_shard_state(state)
+    node = sample_node()
+    inventory = wire.Inventory(
+        memory_total_mb=node.memory_total_mb,
+        host=node.host,
+        weights=node.weights,
+        storage=node.storage,
+        gpus=node.gpus,
+        imex=node.imex,
+    )
+    register = wire.register_from_inventory(
+        node.id,
+        node.hostname,
+        node.mgmt_addr,
+        node.agent_version,
+        node.labels,
+        inventory,
+        node.fabrics,
+        running=[wire.running_shard_from_spec(saved.spec, saved.state)],
+    )
+    Path(out).write_bytes(bytes(register))
+
+
+def control_adopt(message: str) -> None:
+    register = wire.decode(Path(message).read_bytes(), v1.Register)
+    node = wire.node_from_register(register)
+    shards = wire.adopted_from_register(node.id, register.running_shards)
+    sys.stdout.write(wire.json_converter.dumps(shards, list[wire.AdoptedShard]))
+
+
+def writer(state: str) -> None:
+    wire.save_shard_state(state, WRITER_STATES[0])
+    print("ready", flush=True)
+    deadline = time.monotonic() + _WRITER_LIFETIME_S
+    while time.monotonic() < deadline:
+        for value in WRITER_STATES[::-1]:
+            wire.save_shard_state(state, value)
+
+
+ROLES: dict[str, Callable[..., None]] = {
+    "control-start": control_start,
+    "agent-start": agent_start,
+    "agent-register": agent_register,
+    "control-adopt": control_adopt,
+    "writer": writer,
+}
+
+if __name__ == "__main__":
+    ROLES[sys.argv[1]](*sys.argv[2:])

@@ -1,0 +1,172 @@
+"""What a shard computes on survives the agent's and the control plane's restarts.
+
+The story runs in real processes (`restart_roles.py`), each of which knows
+only the files it is handed: the control plane's StartShard bytes, the
+agent's state file, the agent's Register bytes. The compute placement the
+first agent learned must reach a control plane that never saw it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import attrs
+import pytest
+from restart_roles import WRITER_STATES
+
+import llmgw_wire as wire
+from llmgw_wire import v1
+from llmgw_wire.sample import sample_command
+
+ROLES = Path(__file__).with_name("restart_roles.py")
+TIMEOUT_S = 30
+KILLS = 30
+
+COMPUTE = wire.Compute("cuda", ("cuda:4", "cuda:5", "cuda:6"), 40, 40)
+
+
+def run(role: str, *args: str | Path, cwd: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, str(ROLES), role, *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def restart_story(tmp_path: Path, compute: wire.Compute | None) -> list[wire.AdoptedShard]:
+    start, state, register = tmp_path / "start.bin", tmp_path / "shard.json", tmp_path / "reg.bin"
+    run("control-start", start, cwd=tmp_path)
+    learned = () if compute is None else (wire.to_json(compute),)
+    run("agent-start", start, state, *learned, cwd=tmp_path)
+    run("agent-register", state, register, cwd=tmp_path)
+    adopted = run("control-adopt", register, cwd=tmp_path)
+    shards: list[wire.AdoptedShard] = wire.json_converter.loads(adopted, list[wire.AdoptedShard])
+    return shards
+
+
+def test_compute_survives_agent_and_control_plane_restarts(tmp_path: Path) -> None:
+    (shard,) = restart_story(tmp_path, COMPUTE)
+    spec = sample_command().spec
+    assert shard == wire.AdoptedShard(
+        node_id="gpu-node-017",
+        replica_id=spec.replica_id,
+        shard_id=spec.shard_id,
+        rank=0,
+        gpu_indices=(4, 5, 6),
+        hcas=("mlx5_2",),
+        http_port=8020,
+        state=wire.State.READY,
+        model="mistral-small",
+        profile="vllm-mistral-tp1",
+        pool="chat",
+        fabric="ib-dc1-b",
+        profile_fp="sha256:c0ffee42",
+        compute=COMPUTE,
+        endpoint="http://10.40.7.17:8020",
+    )
+    saved = wire.load_shard_state(tmp_path / "shard.json")
+    # The state file kept the key the engine needs; the wire did not carry it back.
+    assert saved.spec.api_key == "sk-llmgw-demo-0000"
+    assert b"sk-llmgw-demo-0000" not in (tmp_path / "reg.bin").read_bytes()
+
+
+def test_a_shard_whose_placement_is_unknown_is_adopted_without_one(tmp_path: Path) -> None:
+    (shard,) = restart_story(tmp_path, None)
+    assert shard.compute is None
+    assert shard.state is wire.State.READY
+    register = v1.Register.parse((tmp_path / "reg.bin").read_bytes())
+    assert register.running_shards[0].compute is None
+
+
+# --- the wire's part, example by example ------------------------------------------
+
+
+def test_a_spec_without_compute_reports_none_not_an_empty_one() -> None:
+    spec = sample_command().spec
+    message = wire.running_shard_from_spec(spec, wire.State.READY)
+    assert message.compute is None
+    again = v1.RunningShard.parse(bytes(message))
+    assert again.compute is None
+    assert wire.adopted_from_register("n", [again])[0].compute is None
+
+
+def test_an_empty_placement_is_still_a_placement() -> None:
+    spec = attrs.evolve(sample_command().spec, compute=wire.Compute())
+    message = wire.running_shard_from_spec(spec, wire.State.LOADING)
+    assert message.compute == v1.Compute()
+    assert message.compute is not None
+    again = v1.RunningShard.parse(bytes(message))
+    assert wire.adopted_from_register("n", [again])[0].compute == wire.Compute()
+
+
+def test_a_shard_report_carries_compute_both_ways() -> None:
+    report = wire.ShardReport("r", "s", wire.State.READY, "loaded", COMPUTE)
+    status = wire.converter.unstructure(report)
+    assert status.compute == v1.Compute("cuda", ["cuda:4", "cuda:5", "cuda:6"], 40, 40)
+    assert wire.converter.structure(status, wire.ShardReport) == report
+    assert wire.decode(wire.encode(report), wire.ShardReport) == report
+
+
+def test_a_shard_report_without_compute_has_none_on_the_wire() -> None:
+    report = wire.ShardReport("r", "s", wire.State.STARTING)
+    status = wire.converter.unstructure(report)
+    assert status.compute is None
+    assert wire.converter.structure(v1.ShardStatus.parse(bytes(status)), wire.ShardReport) == report
+
+
+# --- crash safety ----------------------------------------------------------------
+
+
+def test_a_writer_killed_at_any_instant_leaves_the_old_state_or_the_new(tmp_path: Path) -> None:
+    state = tmp_path / "shard.json"
+    rng = random.Random(20261007)
+    for _ in range(KILLS):
+        writer = subprocess.Popen(
+            [sys.executable, str(ROLES), "writer", str(state)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert writer.stdout is not None
+            assert writer.stdout.readline() == "ready\n"
+            # Into the loop, where a save takes about a millisecond: anywhere in one.
+            time.sleep(rng.uniform(0, 0.02))
+        finally:
+            writer.send_signal(signal.SIGKILL)
+            writer.wait(timeout=TIMEOUT_S)
+            if writer.stdout is not None:
+                writer.stdout.close()
+        assert writer.returncode == -signal.SIGKILL
+        assert wire.load_shard_state(state) in WRITER_STATES
+    leftovers = [name for name in os.listdir(tmp_path) if name != "shard.json"]
+    assert all(name.startswith(".shard.json.") and name.endswith(".tmp") for name in leftovers)
+
+
+@pytest.mark.parametrize("failing", ["replace", "fsync"])
+def test_a_crash_before_the_rename_leaves_the_old_state_and_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    old, new = WRITER_STATES
+    state = tmp_path / "shard.json"
+    wire.save_shard_state(state, old)
+
+    def crash(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, failing, crash)
+    with pytest.raises(OSError, match="No space left on device"):
+        wire.save_shard_state(state, new)
+    monkeypatch.undo()
+    assert wire.load_shard_state(state) == old
+    assert os.listdir(tmp_path) == ["shard.json"]
