@@ -58,6 +58,13 @@ baseline: $(STAMP)
 
 .PHONY: compat baseline
 
+## fixtures: regenerate the wire fixtures of HEAD (tests/fixtures/HEAD) from the
+## current code, then review `git diff tests/fixtures`; released ones never change
+fixtures: $(STAMP)
+	LLMGW_UPDATE_FIXTURES=1 $(BIN)/python -m pytest -q tests/test_fixtures.py
+
+.PHONY: fixtures
+
 ## matrix: the test suite on Python 3.10, 3.11, 3.12 and 3.13
 matrix: $(STAMP)
 	$(BIN)/python scripts/matrix.py
