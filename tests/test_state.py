@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from llmgw_wire import adopted_from_register, start_shard_from_command
 from llmgw_wire import strategies as lst
 from llmgw_wire.domain import Compute, ShardSpec, State
 from llmgw_wire.errors import DecodeError, EncodeError, JSONError, StateFileError
@@ -299,3 +301,26 @@ def test_state_file_errors_say_where_and_pickle(path: Path) -> None:
     again = pickle.loads(pickle.dumps(error))
     assert type(again) is StateFileError
     assert str(again) == str(error)
+
+
+# --- the documentation's example --------------------------------------------------
+
+
+def test_the_documented_agent_code_persists_and_reports_compute(tmp_path: Path) -> None:
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "index.md").read_text()
+    section = docs.split("## Persisting a shard's state", 1)[1]
+    code = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)[0]
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "docs/index.md", "exec"), namespace)
+    namespace["state_dir"] = tmp_path
+
+    message = start_shard_from_command(sample_command())
+    spec = namespace["on_start_shard"](message)
+    assert [shard.compute for shard in namespace["running_shards"]()] == [None]
+    compute = Compute("cuda", ("cuda:4", "cuda:5", "cuda:6"), 40, 40)
+    namespace["on_engine_ready"](spec, compute)
+    (running,) = namespace["running_shards"]()
+    (adopted,) = adopted_from_register("gpu-node-017", [running])
+    assert adopted.compute == compute
+    assert adopted.state is State.READY
+    assert os.listdir(tmp_path) == ["mistral-r8-s0.json"]
