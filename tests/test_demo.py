@@ -1,0 +1,136 @@
+"""`llmgw-wire demo`: the exchange between two processes, and how it fails."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from typing import TYPE_CHECKING
+
+import grpclib.client
+import pytest
+
+from llmgw_wire.demo import render, run_demo
+from llmgw_wire.sample import sample_registration
+from llmgw_wire.stream import connect
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+pytestmark = pytest.mark.timeout(60)
+
+DEMO = [sys.executable, "-m", "llmgw_wire.cli", "demo"]
+SECRET = "sk-llmgw-demo-0000"
+
+
+def test_the_demo_shows_the_whole_exchange_and_exits_cleanly() -> None:
+    started = time.monotonic()
+    result = subprocess.run(DEMO, capture_output=True, text=True, timeout=30, check=False)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    out = result.stdout
+    for line in [
+        r"control plane \| listening on 127\.0\.0\.1:\d+",
+        r"agent         \| -> Register, \d+ bytes: node gpu-node-017, 10 GPUs "
+        r"\(7 whole cards, 3 MIG slices\), 2 running shards",
+        r"control plane \| <- Register from 127\.0\.0\.1:\d+: node gpu-node-017",
+        r"control plane \|    adopted 2 running shards: llama70b-r3-s0 \(ready\), "
+        r"qwen7b-r1-s0 \(loading\)",
+        r"control plane \| -> Ack, \d+ bytes",
+        r"control plane \| -> StartShard mistral-r8-s0, \d+ bytes: .* api_key set \(not shown\)",
+        r"agent         \| <- StartShard mistral-r8-s0 -> ShardSpec: vllm mistral-small "
+        r"on GPUs 4,5,6, port 8020, startup timeout 0:10:00",
+        r"agent         \| -> ShardStatus mistral-r8-s0 ready, \d+ bytes, cuda 40/40 layers "
+        r"on cuda:4,cuda:5,cuda:6",
+        r"control plane \| <- ShardStatus mistral-r8-s0 ready, cuda 40/40 layers",
+        r"agent         \|    the control plane ended the call: OK",
+        r"both processes exited cleanly",
+        # The table: the node's GPUs, the adopted shards and the new one.
+        r"7 +1g\.10gb +0/9856 MiB .* retired pages pending",
+        r"llama70b-r3-s0 +0 +ready +0,1,2,3 .* cuda 80/80 layers +http://10\.40\.7\.17:8000",
+        r"mistral-r8-s0 +0 +ready +4,5,6 +mistral-small +cuda 40/40 layers "
+        r"+http://10\.40\.7\.17:8020",
+    ]:
+        assert re.search(line, out), f"{line!r} not in:\n{out}"
+    assert SECRET not in out
+    assert elapsed < 10, f"the demo took {elapsed:.1f} s"
+
+
+def test_a_taken_port_is_a_clear_error() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [*DEMO, "--port", str(port)], capture_output=True, text=True, timeout=30, check=False
+        )
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"error: control plane: cannot listen on 127.0.0.1:{port}: Address already in use "
+        "(choose another port with --port, or 0 for a free one)\n"
+    )
+
+
+# Agents that misbehave. The demo's children are spawned, so these are found
+# by module name in the child (pytest puts this directory on sys.path).
+
+
+def agent_that_dies(conn: Connection, port: int, timeout: float) -> None:
+    async def main() -> None:
+        async with (
+            grpclib.client.Channel("127.0.0.1", port) as channel,
+            connect(channel) as session,
+        ):
+            await session.send(sample_registration())
+            await session.recv(timeout)
+            os._exit(3)
+
+    asyncio.run(main())
+
+
+def agent_that_never_registers(conn: Connection, port: int, timeout: float) -> None:
+    async def main() -> None:
+        async with grpclib.client.Channel("127.0.0.1", port) as channel, connect(channel):
+            await asyncio.sleep(60)
+
+    asyncio.run(main())
+
+
+def agent_that_hangs(conn: Connection, port: int, timeout: float) -> None:
+    time.sleep(60)
+
+
+@pytest.mark.parametrize(
+    ("agent", "error"),
+    [
+        (agent_that_dies, "error: agent: exited with code 3, saying nothing"),
+        (
+            agent_that_never_registers,
+            "error: control plane: no registration from the agent within 0.5 s",
+        ),
+        (agent_that_hangs, "error: control plane: no agent connected within 0.5 s"),
+    ],
+    ids=["dies", "never registers", "hangs"],
+)
+def test_a_peer_that_fails_stops_the_demo(agent: object, error: str) -> None:
+    out: list[str] = []
+    err: list[str] = []
+    started = time.monotonic()
+    assert run_demo(timeout=0.5, agent=agent, out=out.append, err=err.append) == 1  # type: ignore[arg-type]
+    assert err == [error]
+    assert time.monotonic() - started < 8
+    # Both children are stopped and reaped, whatever they were doing.
+    assert multiprocessing.active_children() == []
+
+
+def test_render_shows_the_node_its_gpus_and_its_shards() -> None:
+    text = render(sample_registration())
+    assert text.splitlines()[0] == (
+        "node gpu-node-017 (gpu-node-017.dc1.example.net, 10.40.7.17) state=ready"
+    )
+    assert "IMEX UP (2048 channels); fabrics: ib-dc1-a 400 Gb/s via mlx5_0+mlx5_1" in text
+    assert re.search(r"qwen7b-r1-s0 +0 +loading +7 +Qwen/Qwen2\.5-7B-Instruct +- +-", text)
