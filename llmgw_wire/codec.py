@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 import cattrs
 from google.protobuf.message import DecodeError as _PbDecodeError
 
-from llmgw_wire import _pb, _rules
+from llmgw_wire import _pb, _rules, _strict
 from llmgw_wire._compile import STATE_NUMBERS, Betterproto2, Compiled, Upb, compile_backend
 from llmgw_wire._gen.message_pool import default_message_pool
 from llmgw_wire.errors import DecodeError, EncodeError
@@ -208,13 +208,18 @@ def encode(value: object) -> bytes:
 def _parse(data: bytes | bytearray | memoryview, name: str, max_size: int) -> Any:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"expected bytes, got {type(data).__name__}")
-    if len(data) > max_size:
-        raise DecodeError(name, f"{len(data)} bytes is over the limit of {max_size}")
+    raw = bytes(data)
+    if len(raw) > max_size:
+        raise DecodeError(name, f"{len(raw)} bytes is over the limit of {max_size}")
     message = _pb.CLASSES[name]()
     try:
-        message.ParseFromString(bytes(data))
+        message.ParseFromString(raw)
     except _PbDecodeError as exc:
-        raise DecodeError(name, str(exc) or "malformed bytes") from None
+        # upb says only that something is wrong; the scanner says what and where.
+        problem = _strict.diagnose(raw, message.DESCRIPTOR)
+        if problem is None:
+            raise DecodeError(name, str(exc) or "malformed bytes") from None
+        raise DecodeError(name, problem.reason, problem.path) from None
     return message
 
 
@@ -241,9 +246,9 @@ def decode(
     wire_name = _WIRE_NAMES.get(into)
     if wire_name is not None:
         # Parsed strictly first; betterproto2 then reads the canonical bytes.
-        # Deterministic, so that map entries keep `encode`'s sorted order rather
-        # than upb's hash order, and the message re-encodes to the same bytes.
-        canonical = _parse(data, wire_name, max_size).SerializeToString(deterministic=True)
+        canonical = _strict.canonical_for_betterproto2(
+            _parse(data, wire_name, max_size), data, wire_name
+        )
         return into.parse(canonical)  # type: ignore[attr-defined,no-any-return]
     name = _top_level(into)
     message = _parse(data, name, max_size)
