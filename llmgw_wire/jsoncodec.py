@@ -261,6 +261,12 @@ class _Problem:
 
 
 def _shown(value: object) -> str:
+    """A scalar as JSON spells it, cut short; an array or an object only as what it is.
+
+    The content of a container is never shown: it may hold a secret.
+    """
+    if isinstance(value, (list, dict)):
+        return _kind(value)
     text = json.dumps(value, ensure_ascii=False)
     if len(text) > _LONGEST_SHOWN:
         text = text[: _LONGEST_SHOWN - 3] + "..."

@@ -177,7 +177,7 @@ def test_a_list_of_models() -> None:
 REFUSED = [
     ("", ShardSpec, "Invalid `ShardSpec`: not JSON: Expecting value at line 1, column 1"),
     ('{"rank": ', ShardSpec, "Invalid `ShardSpec`: not JSON: Expecting value at line 1, column 10"),
-    ("[1]", ShardSpec, "Invalid `ShardSpec`: expected `object`, got [1]"),
+    ("[1]", ShardSpec, "Invalid `ShardSpec`: expected `object`, got an array"),
     ('{"rank": "a"}', ShardSpec, 'Invalid `ShardSpec`: expected `integer`, got "a" - at `$.rank`'),
     (
         '{"rank": "12"}',
@@ -204,7 +204,7 @@ REFUSED = [
     (
         '{"profile": []}',
         ShardSpec,
-        "Invalid `ShardSpec`: expected `object`, got [] - at `$.profile`",
+        "Invalid `ShardSpec`: expected `object`, got an array - at `$.profile`",
     ),
     (
         '{"profile": {"env": {"VLLM_USE_V1": 1}}}',
@@ -219,7 +219,7 @@ REFUSED = [
     (
         '{"profile": {"adapters": [{}, {"name": ["a"]}]}}',
         ShardSpec,
-        'Invalid `ShardSpec`: expected `string`, got ["a"] - at `$.profile.adapters[1].name`',
+        "Invalid `ShardSpec`: expected `string`, got an array - at `$.profile.adapters[1].name`",
     ),
     (
         '{"compute": 3}',
@@ -358,3 +358,13 @@ def test_a_dump_does_not_show_a_mistyped_secret() -> None:
     assert str(caught.value) == "Expected `string`, got <secret, not shown> - at `$.api_key`"
     # Left out of the default dump, it is not checked there either.
     assert "api_key" not in to_json(spec)
+
+
+def test_what_an_array_or_object_holds_is_never_shown() -> None:
+    """A misplaced container may hold a key: only its kind is said."""
+    with pytest.raises(JSONError) as caught:
+        from_json('[{"api_key": "sk-llmgw-demo-0000"}]', ShardSpec)
+    assert str(caught.value) == "Invalid `ShardSpec`: expected `object`, got an array"
+    with pytest.raises(JSONError) as caught:
+        from_json('{"hcas": {"api_key": "sk-llmgw-demo-0000"}}', ShardSpec)
+    assert str(caught.value) == "Invalid `ShardSpec`: expected `array`, got an object - at `$.hcas`"

@@ -241,7 +241,7 @@ def test_what_a_truncated_file_is_refused_with(path: Path, end: int, reason: str
         (b"ready", "not JSON: Expecting value at line 1, column 1"),
         (b'{"a": "\xff"}', "not UTF-8 text: invalid start byte at byte 7"),
         (b'{"format": 1}{}', "not JSON: Extra data at line 1, column 14"),
-        (b"[]", "expected `object`, got []"),
+        (b"[]", "expected `object`, got an array"),
         (b"null", "expected `object`, got null"),
     ],
 )
@@ -264,7 +264,7 @@ def test_a_file_that_is_not_a_shard_state_is_refused(path: Path, data: bytes, re
         ),
         (
             lambda d: d["spec"]["profile"].update(env=["VLLM_USE_V1=1"]),
-            'expected `object`, got ["VLLM_USE_V1=1"] - at `$.spec.profile.env`',
+            "expected `object`, got an array - at `$.spec.profile.env`",
         ),
         (
             lambda d: d.update(state=4),
