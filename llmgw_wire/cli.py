@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 # name -> (module, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("llmgw_wire.demo", "show a sample registration crossing the wire"),
+    "demo": ("llmgw_wire.demo", "run a control plane and an agent speaking the stream"),
+    "inspect": ("llmgw_wire._inspect", "show a binary wire message as its domain value"),
     "compat": ("llmgw_wire.compat", "check the schema for changes that break older or newer peers"),
 }
 
