@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## demo: the main job: a sample registration across the wire, shown readably
+## demo: the main job: a control plane and an agent, each in its own process,
+## speaking the stream over gRPC on loopback; what the control plane learns, shown readably
 demo: $(STAMP)
 	$(BIN)/llmgw-wire demo
 
@@ -64,6 +65,12 @@ fixtures: $(STAMP)
 	LLMGW_UPDATE_FIXTURES=1 $(BIN)/python -m pytest -q tests/test_fixtures.py
 
 .PHONY: fixtures
+
+## load: one control plane and 1,000 agents on loopback; fails on anything lost
+load: $(STAMP)
+	$(BIN)/python bench/load.py
+
+.PHONY: load
 
 ## matrix: the test suite on Python 3.10, 3.11, 3.12 and 3.13
 matrix: $(STAMP)

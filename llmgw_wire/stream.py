@@ -526,21 +526,27 @@ class ControlPlane(AgentServiceBase):
 
 
 async def start_server(
-    plane: AgentServiceBase, host: str = "127.0.0.1", port: int = 0
+    plane: AgentServiceBase, host: str = "127.0.0.1", port: int = 0, *, backlog: int = 100
 ) -> tuple[grpclib.server.Server, int]:
     """Start a grpclib server for `plane` on `host`:`port`; return it and the port it got.
 
-    `plane` is a `ControlPlane`, or any other implementation of the service.
-    Port 0 picks a free one. Stop the server with `close()` and
-    `await wait_closed()`.
+    Args:
+        plane: a `ControlPlane`, or any other implementation of the service.
+        host: the address to listen on.
+        port: the port; 0 picks a free one.
+        backlog: connections the system queues before they are accepted
+            (grpclib's default); raise it for many agents connecting at once,
+            as after a restart of the control plane.
+
+    Stop the server with `close()` and `await wait_closed()`.
 
     Raises:
         OSError: the address cannot be listened on (the port is taken, say).
     """
-    sock = socket.create_server((host, port))
+    sock = socket.create_server((host, port), backlog=backlog)
     server = grpclib.server.Server([plane])
     try:
-        await server.start(sock=sock)
+        await server.start(sock=sock, backlog=backlog)
     except BaseException:
         sock.close()
         raise
