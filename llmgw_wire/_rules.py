@@ -35,7 +35,6 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 }
 _ZERO: dict[str, object] = {"int32": 0, "int64": 0, "string": "", "bool": False, "repeated": ()}
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-_MS = dt.timedelta(milliseconds=1)
 
 
 class _Invalid(Exception):  # noqa: N818 - a private signal, never seen by users
@@ -65,10 +64,12 @@ def millis(value: object) -> int:
     """A `timedelta` as whole milliseconds; `_Invalid` if it is not exactly that."""
     if type(value) is not dt.timedelta:
         raise _Invalid
-    ms, rest = divmod(value, _MS)
-    if rest or not INT_RANGES["int64"][0] <= ms <= INT_RANGES["int64"][1]:
+    # From the normalised parts (0 <= seconds, microseconds): twice as fast as divmod.
+    micros = value.microseconds
+    ms = (value.days * 86400 + value.seconds) * 1000 + micros // 1000
+    if micros % 1000 or not INT_RANGES["int64"][0] <= ms <= INT_RANGES["int64"][1]:
         raise _Invalid
-    return int(ms)
+    return ms
 
 
 def from_millis(value: int) -> dt.timedelta:
@@ -154,10 +155,10 @@ class Repeated(Rule):
     kind: str = "string"
 
     def structure_expr(self, g: StructureGen) -> str:
-        return f"tuple({g.m}.{self.wire})"
+        return f"tuple({g.repeated(self.wire)})"
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
-        var = g.local(f"list({obj}.{self.attr})")
+        var = g.local(g.sequence(f"{obj}.{self.attr}"))
         g.stmt(f"for _x in {var}:\n    if {_check_source(self.kind, '_x')}: raise _Invalid")
         return [(self.wire, var)]
 
@@ -177,10 +178,10 @@ class StrMap(Rule):
     """A `map<string, string>` field: a dict in the domain, copied both ways."""
 
     def structure_expr(self, g: StructureGen) -> str:
-        return f"dict({g.m}.{self.wire})"
+        return g.str_map(self.wire)
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
-        var = g.local(f"dict({obj}.{self.attr})")
+        var = g.local(g.mapping(f"{obj}.{self.attr}"))
         g.stmt(
             f"for _k, _x in {var}.items():\n"
             "    if not isinstance(_k, str) or not isinstance(_x, str): raise _Invalid"
@@ -219,10 +220,7 @@ class Message(Rule):
         return g.backend.required_message(g, self.wire, fn, self.domain)
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
-        fn = g.unstructure_fn(self.domain)
-        if self.optional:
-            return [(self.wire, f"(None if (_v := {obj}.{self.attr}) is None else {fn}(_v))")]
-        return [(self.wire, f"{fn}({obj}.{self.attr})")]
+        return [(self.wire, g.message(self.domain, f"{obj}.{self.attr}", optional=self.optional))]
 
     def explain(self, value: object, path: Path) -> None:
         if value is None and self.optional:
@@ -257,13 +255,12 @@ class Messages(Rule):
     def structure_expr(self, g: StructureGen) -> str:
         fn = g.structure_fn(self.domain)
         if not self.context:
-            return f"tuple(map({fn}, {g.m}.{self.wire}))"
+            return f"tuple(map({fn}, {g.repeated(self.wire)}))"
         kwargs = ", ".join(f"{k}={g.m}.{w}" for k, w in self.context)
-        return f"tuple([{fn}(_x, {kwargs}) for _x in {g.m}.{self.wire}])"
+        return f"tuple([{fn}(_x, {kwargs}) for _x in {g.repeated(self.wire)}])"
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
-        fn = g.unstructure_fn(self.domain)
-        return [(self.wire, f"[{fn}(_x) for _x in {obj}.{self.attr}]")]
+        return [(self.wire, g.messages(self.domain, f"{obj}.{self.attr}"))]
 
     def explain(self, value: object, path: Path) -> None:
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):

@@ -16,7 +16,7 @@ wrong.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 import cattrs
 from google.protobuf.message import DecodeError as _PbDecodeError
@@ -181,8 +181,12 @@ def _top_level(domain: type) -> str:
     except KeyError:
         pair = None
     if pair is None or pair.embedded:
-        raise TypeError(f"{domain!r} is not a domain model carried by a wire message of its own")
+        _not_top_level(domain)
     return pair.wire
+
+
+def _not_top_level(domain: type) -> NoReturn:
+    raise TypeError(f"{domain!r} is not a domain model carried by a wire message of its own")
 
 
 def encode(value: object) -> bytes:
@@ -196,13 +200,40 @@ def encode(value: object) -> bytes:
         TypeError: `value` is not a domain model with a wire message of its own.
     """
     domain = type(value)
-    _top_level(domain)
-    fn = _compiled_upb().unstructure[domain]
+    fill, message_class, deterministic = _upb_encoders().get(domain) or _not_top_level(domain)
+    message = message_class()
     try:
-        message = fn(value)
+        fill(value, message)
     except _REFUSED as exc:
         raise _explain_encode(value, domain, exc) from None
-    return message.SerializeToString(deterministic=True)  # type: ignore[no-any-return]
+    if deterministic:
+        return message.SerializeToString(deterministic=True)  # type: ignore[no-any-return]
+    return message.SerializeToString()  # type: ignore[no-any-return]
+
+
+@cache
+def _upb_encoders() -> dict[type, tuple[Callable[[Any, Any], None], type, bool]]:
+    """By domain model: the upb fill function, the message class, and whether maps need sorting.
+
+    Deterministic serialisation only orders map entries, and costs upb a third
+    more on a small message, so it is asked for only where a map can occur.
+    """
+    compiled = _compiled_upb()
+    encoders = {}
+    for domain, fill in compiled.fill.items():
+        message_class: Any = _pb.CLASSES[pair_for(domain).wire]
+        encoders[domain] = (fill, message_class, _reaches_map(message_class.DESCRIPTOR))
+    return encoders
+
+
+def _reaches_map(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+    for field in descriptor.fields:
+        sub = field.message_type
+        if sub is None or sub.full_name in seen:
+            continue
+        if sub.GetOptions().map_entry or _reaches_map(sub, seen | {descriptor.full_name}):
+            return True
+    return False
 
 
 def _parse(data: bytes | bytearray | memoryview, name: str, max_size: int) -> Any:
@@ -250,9 +281,16 @@ def decode(
             _parse(data, wire_name, max_size), data, wire_name
         )
         return into.parse(canonical)  # type: ignore[attr-defined,no-any-return]
-    name = _top_level(into)
+    name, structure = _upb_decoders().get(into) or _not_top_level(into)
     message = _parse(data, name, max_size)
     try:
-        return _compiled_upb().structure[into](message)  # type: ignore[no-any-return]
+        return structure(message)  # type: ignore[no-any-return]
     except _REFUSED as exc:
         raise _explain_decode(message, into, exc) from None
+
+
+@cache
+def _upb_decoders() -> dict[type, tuple[str, Callable[[Any], Any]]]:
+    """By domain model with a wire message of its own: its name and the upb structure function."""
+    structure = _compiled_upb().structure
+    return {p.domain: (p.wire, structure[p.domain]) for p in PAIRS if not p.embedded}
