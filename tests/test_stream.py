@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -540,3 +541,17 @@ def test_no_secret_reaches_the_logs(caplog: pytest.LogCaptureFixture) -> None:
     run(main)
     assert any(r.name == LOGGER for r in caplog.records)
     assert "sk-llmgw-demo-0000" not in caplog.text
+
+
+def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    (block,) = [
+        b
+        for b in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+        if "llmgw_wire.stream" in b
+    ]
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+    assert capsys.readouterr().out == (
+        "ShardReport(replica_id='mistral-r8', shard_id='mistral-r8-s0', "
+        "state=<State.READY: 'ready'>, detail='', compute=None)\n"
+    )
