@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Mapping
 
     from grpclib.metadata import _MetadataLike
+    from grpclib.protocol import Peer
 
 __all__ = [
     "CONNECT_ROUTE",
@@ -208,6 +209,11 @@ def _open_logged(envelope_type: _Envelope[E, V], envelope: E) -> V | None:
     return value
 
 
+def _address(peer: Peer | None) -> str:
+    address = peer.addr() if peer is not None else None
+    return f"{address[0]}:{address[1]}" if address else "an unknown address"
+
+
 def _describe(error: BaseException) -> str:
     if isinstance(error, GRPCError):
         return f"status {error.status.name}: {error.message or 'no message'}"
@@ -283,6 +289,8 @@ class _Session(Generic[S, R]):
             item = await asyncio.wait_for(self._inbox.get(), timeout)
             if not isinstance(item, _End):
                 return item
+            # Left for any other task waiting in `recv`.
+            self._inbox.put_nowait(item)
             self._end = item
         if self._end.error is not None:
             raise self._end.error
@@ -437,7 +445,7 @@ async def connect(
     )
     async with stream:
         await stream.send_request()
-        session = AgentSession(stream, f"control plane {channel._host}:{channel._port}")
+        session = AgentSession(stream, f"control plane {_address(stream.peer)}")
         try:
             yield session
         finally:
@@ -480,7 +488,8 @@ class ControlPlane(AgentServiceBase):
     Serve an instance with grpclib (`grpclib.server.Server([plane])`, or
     `start_server`). When an agent's connection is lost, or the server
     closes, its `handle` is cancelled (grpclib's way): put what must happen
-    then, such as marking the node offline, in a `finally`.
+    then, such as marking the node offline, in a `finally`. A closing server
+    ends the calls of the agents still connected with status UNAVAILABLE.
     """
 
     @abc.abstractmethod
@@ -502,9 +511,7 @@ class ControlPlane(AgentServiceBase):
         }
 
     async def _serve(self, stream: grpclib.server.Stream[AgentMessage, ControlMessage]) -> None:
-        address = stream.peer.addr()
-        peer = f"{address[0]}:{address[1]}" if address else "an unknown address"
-        session = ControlSession(stream, peer)
+        session = ControlSession(stream, _address(stream.peer))
         logger.info("%s connected", session)
         try:
             await self.handle(session)

@@ -236,6 +236,23 @@ def test_a_receive_timeout_loses_nothing() -> None:
     run(main)
 
 
+def test_every_waiting_reader_sees_the_end() -> None:
+    async def control_plane(session: ControlSession) -> None:
+        first, second = await asyncio.gather(session.recv(timeout=5), session.recv(timeout=5))
+        assert (first, second) == (None, None)
+
+    async def main() -> None:
+        plane = Recording(control_plane)
+        async with serving(plane) as port, agent(port) as session:
+            assert str(session) == f"control plane 127.0.0.1:{port}"
+            await asyncio.sleep(0.1)
+            await session.close()
+            assert await session.recv(timeout=5) is None
+        assert await asyncio.wait_for(plane.ended, 5) == "returned"
+
+    run(main)
+
+
 def test_sending_after_close_is_refused() -> None:
     async def control_plane(session: ControlSession) -> None:
         assert await session.recv(timeout=5) is None
