@@ -66,6 +66,11 @@ fixtures: $(STAMP)
 
 .PHONY: fixtures
 
+## bench: the codec against betterproto2 and hand-written mappings, and the
+## registration storm; `make bench BENCH_ARGS="--json bench.json"` also writes JSON
+bench: $(STAMP)
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
 ## load: one control plane and 1,000 agents on loopback; fails on anything lost
 load: $(STAMP)
 	$(BIN)/python bench/load.py

@@ -1,0 +1,1 @@
+"""The library's benchmarks (`make bench`, or `python -m bench --help`)."""

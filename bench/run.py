@@ -1,0 +1,446 @@
+"""`make bench`: the library's paths against the peers a user would otherwise pick.
+
+For three messages (an 8-GPU `Register`, a `StartShard`, a `ShardStatus`) and
+four operations (bytes to domain, domain to bytes, wire object to domain,
+domain to wire object), it times side by side and interleaved:
+
+* the library: `decode`/`encode` (the upb fast path) for bytes, the cattrs
+  `converter` over the betterproto2 classes for wire objects (and the upb
+  functions under `decode`/`encode`, for reference);
+* betterproto2 with the library's converter, and betterproto2 with a mapping
+  written by hand (`bench.handwritten_bp2`);
+* Google's protobuf runtime with a mapping written by hand, tuned
+  (`bench.handwritten_pb`);
+* each runtime's parse or serialise alone, the floor under any mapping.
+
+Then the registration storm (`bench.storm`), and the targets, each marked
+met or missed. `--json PATH` writes everything as JSON as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from google.protobuf.internal import api_implementation
+
+from bench import handwritten_bp2, handwritten_pb, samples
+from bench.harness import Contender, Group, Timing, run
+from bench.storm import StormResult, fleet, storm
+from llmgw_wire import codec, converter, decode, encode, v1
+from llmgw_wire._pb import CLASSES
+from llmgw_wire.domain import Registration, ShardCommand, ShardReport
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = ["main"]
+
+BYTES_TO_DOMAIN = "bytes -> domain"
+DOMAIN_TO_BYTES = "domain -> bytes"
+WIRE_TO_DOMAIN = "wire -> domain"
+DOMAIN_TO_WIRE = "domain -> wire"
+OPERATIONS = (BYTES_TO_DOMAIN, DOMAIN_TO_BYTES, WIRE_TO_DOMAIN, DOMAIN_TO_WIRE)
+
+LIB_BYTES_IN = "llmgw decode"
+LIB_BYTES_OUT = "llmgw encode"
+LIB_CONVERTER = "llmgw converter (betterproto2)"
+LIB_UPB = "llmgw upb functions (internal)"
+BP2_CODEC = "betterproto2 + llmgw converter"
+BP2_HAND = "betterproto2 + hand-written"
+PB_HAND = "protobuf + hand-written"
+BP2_ONLY_IN = "betterproto2 parse only"
+BP2_ONLY_OUT = "betterproto2 serialise only"
+PB_ONLY_IN = "protobuf parse only"
+PB_ONLY_OUT = "protobuf serialise only"
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One message under test, with the hand-written mappings for it."""
+
+    name: str
+    domain: type
+    value: Any
+    bp2_class: Any
+    pb_class: Any
+    bp2_from_wire: Callable[[Any], Any]
+    bp2_to_wire: Callable[[Any], Any]
+    pb_from_wire: Callable[[Any], Any]
+    pb_to_wire: Callable[[Any], Any]
+
+
+SUBJECTS = (
+    Subject(
+        "Register",
+        Registration,
+        samples.registration(),
+        v1.Register,
+        CLASSES["llmgw.v1.Register"],
+        handwritten_bp2.registration_from_wire,
+        handwritten_bp2.registration_to_wire,
+        handwritten_pb.registration_from_wire,
+        handwritten_pb.registration_to_wire,
+    ),
+    Subject(
+        "StartShard",
+        ShardCommand,
+        samples.command(),
+        v1.StartShard,
+        CLASSES["llmgw.v1.StartShard"],
+        handwritten_bp2.command_from_wire,
+        handwritten_bp2.command_to_wire,
+        handwritten_pb.command_from_wire,
+        handwritten_pb.command_to_wire,
+    ),
+    Subject(
+        "ShardStatus",
+        ShardReport,
+        samples.report(),
+        v1.ShardStatus,
+        CLASSES["llmgw.v1.ShardStatus"],
+        handwritten_bp2.report_from_wire,
+        handwritten_bp2.report_to_wire,
+        handwritten_pb.report_from_wire,
+        handwritten_pb.report_to_wire,
+    ),
+)
+
+
+def _upb_structure(message: Any, domain: type) -> Any:
+    # The functions under `decode`, without the parse: private, for reference only.
+    return codec._compiled_upb().structure[domain](message)
+
+
+def _upb_unstructure(value: Any) -> Any:
+    # The functions under `encode`, without the serialisation: private, for reference only.
+    return codec._compiled_upb().unstructure[type(value)](value)
+
+
+def groups_for(s: Subject) -> list[Group]:
+    """The four groups of contenders for one message; the library's path first in each."""
+    value, domain = s.value, s.domain
+    data = encode(value)
+    bp2_message = s.bp2_class.parse(data)
+    pb_message = s.pb_class.FromString(data)
+    bp2, pb = s.bp2_class, s.pb_class
+    b2d = [
+        Contender(LIB_BYTES_IN, lambda: decode(data, domain)),
+        Contender(BP2_CODEC, lambda: converter.structure(bp2.parse(data), domain)),
+        Contender(BP2_HAND, lambda: s.bp2_from_wire(bp2.parse(data))),
+        Contender(PB_HAND, lambda: s.pb_from_wire(pb.FromString(data))),
+        Contender(BP2_ONLY_IN, lambda: bp2.parse(data)),
+        Contender(PB_ONLY_IN, lambda: pb.FromString(data)),
+    ]
+    d2b = [
+        Contender(LIB_BYTES_OUT, lambda: encode(value)),
+        Contender(BP2_CODEC, lambda: bytes(converter.unstructure(value))),
+        Contender(BP2_HAND, lambda: bytes(s.bp2_to_wire(value))),
+        Contender(PB_HAND, lambda: s.pb_to_wire(value).SerializeToString(deterministic=True)),
+        Contender(BP2_ONLY_OUT, lambda: bytes(bp2_message)),
+        Contender(PB_ONLY_OUT, lambda: pb_message.SerializeToString(deterministic=True)),
+    ]
+    w2d = [
+        Contender(LIB_CONVERTER, lambda: converter.structure(bp2_message, domain)),
+        Contender(BP2_HAND, lambda: s.bp2_from_wire(bp2_message)),
+        Contender(LIB_UPB, lambda: _upb_structure(pb_message, domain)),
+        Contender(PB_HAND, lambda: s.pb_from_wire(pb_message)),
+    ]
+    d2w = [
+        Contender(LIB_CONVERTER, lambda: converter.unstructure(value)),
+        Contender(BP2_HAND, lambda: s.bp2_to_wire(value)),
+        Contender(LIB_UPB, lambda: _upb_unstructure(value)),
+        Contender(PB_HAND, lambda: s.pb_to_wire(value)),
+    ]
+    return [
+        Group(s.name, BYTES_TO_DOMAIN, b2d),
+        Group(s.name, DOMAIN_TO_BYTES, d2b),
+        Group(s.name, WIRE_TO_DOMAIN, w2d),
+        Group(s.name, DOMAIN_TO_WIRE, d2w),
+    ]
+
+
+def _as_domain(result: object, s: Subject) -> object:
+    if isinstance(result, bytes):
+        return decode(result, s.domain)
+    if isinstance(result, s.bp2_class):
+        return converter.structure(result, s.domain)
+    if isinstance(result, s.pb_class):
+        return decode(result.SerializeToString(), s.domain)
+    return result
+
+
+def check_agreement(s: Subject, groups: list[Group]) -> None:
+    """Every contender computes the same thing, or the timings compare nothing."""
+    for group in groups:
+        for contender in group.contenders:
+            got = _as_domain(contender.call(), s)
+            if got != s.value:
+                raise AssertionError(f"{s.name} {group.operation}: {contender.name} disagrees")
+
+
+# --- targets --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target: `measured` against `bound`, met when on the right side of it."""
+
+    name: str
+    measured: float
+    bound: float
+    at_least: bool  # True: measured >= bound; False: measured <= bound
+    unit: str = "x"
+
+    @property
+    def met(self) -> bool:
+        """Whether the measurement meets the target."""
+        return self.measured >= self.bound if self.at_least else self.measured <= self.bound
+
+    def line(self) -> str:
+        """The target as one line of the report."""
+        sign = ">=" if self.at_least else "<="
+        mark = "met   " if self.met else "MISSED"
+        bound = f"{sign} {self.bound:g}{self.unit}"
+        return f"  [{mark}] {self.name}: {self.measured:.2f}{self.unit} (target {bound})"
+
+
+def targets(medians: dict[tuple[str, str, str], float], storm_result: StormResult) -> list[Target]:
+    """The targets, computed from one run's medians."""
+
+    def m(message: str, op: str, contender: str) -> float:
+        return medians[message, op, contender]
+
+    out = [
+        Target(
+            "Register bytes -> Registration: decode vs betterproto2 + codec (times faster)",
+            m("Register", BYTES_TO_DOMAIN, BP2_CODEC)
+            / m("Register", BYTES_TO_DOMAIN, LIB_BYTES_IN),
+            10,
+            at_least=True,
+        ),
+        Target(
+            "Register bytes -> Registration: decode vs protobuf + hand-written (times slower)",
+            m("Register", BYTES_TO_DOMAIN, LIB_BYTES_IN) / m("Register", BYTES_TO_DOMAIN, PB_HAND),
+            1.5,
+            at_least=False,
+        ),
+    ]
+    out.extend(
+        Target(
+            f"{message} domain -> bytes: encode vs {peer} (times faster)",
+            m(message, DOMAIN_TO_BYTES, peer) / m(message, DOMAIN_TO_BYTES, LIB_BYTES_OUT),
+            20,
+            at_least=True,
+        )
+        for message in ("Register", "StartShard")
+        for peer in (BP2_CODEC, BP2_ONLY_OUT)
+    )
+    out.append(
+        Target(
+            f"storm of {storm_result.registrations} registrations, gc on, wall (seconds)",
+            storm_result.wall_s,
+            2.0,
+            at_least=False,
+            unit=" s",
+        )
+    )
+    out.extend(
+        Target(
+            f"{message} {op}: converter vs betterproto2 hand-written (times slower)",
+            m(message, op, LIB_CONVERTER) / m(message, op, BP2_HAND),
+            1.25,
+            at_least=False,
+        )
+        for message in ("Register", "StartShard", "ShardStatus")
+        for op in (WIRE_TO_DOMAIN, DOMAIN_TO_WIRE)
+    )
+    return out
+
+
+# --- report -----------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _environment(cpu: int | None) -> dict[str, object]:
+    dists = ("llmgw-wire", "betterproto2", "protobuf", "cattrs", "attrs", "grpclib")
+    versions = {dist: _version(dist) for dist in dists}
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "cpu_model": model,
+        "pinned_cpu": cpu,
+        "protobuf_backend": api_implementation.Type(),
+        "versions": versions,
+    }
+
+
+def _table(timings: list[Timing], sizes: dict[str, int]) -> list[str]:
+    lines = []
+    current = ("", "")
+    base = 0.0
+    header = f"  {'':44} {'median us':>11} {'spread':>7} {'vs first':>9} {'cpu us':>10}"
+    for timing in timings:
+        group = timing.group
+        if (group.message, group.operation) != current:
+            if group.message != current[0]:
+                lines.append("")
+                lines.append(f"{group.message} ({sizes[group.message]} bytes on the wire)")
+                lines.append(header)
+            current = (group.message, group.operation)
+            lines.append(f"  {group.operation}")
+            base = timing.median
+        lines.append(
+            f"    {timing.contender.name:42} {timing.median / 1e3:11.2f} "
+            f"{timing.spread * 100:6.1f}% {timing.median / base:8.2f}x "
+            f"{timing.cpu_median / 1e3:10.2f}"
+        )
+    return lines
+
+
+def _pin(cpu: int | None) -> int | None:
+    # Everything runs in this one thread anyway; pinning only stops migrations,
+    # and on a shared machine it can pin the run to the busiest core.
+    if cpu is None or not hasattr(os, "sched_setaffinity"):
+        return None
+    os.sched_setaffinity(0, {cpu})
+    return cpu
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
+    parser.add_argument("--repetitions", type=int, default=101, help="timed batches per contender")
+    parser.add_argument("--batch-ms", type=float, default=1.0, help="length of one batch")
+    parser.add_argument("--storm", type=int, default=10_000, help="registrations in the storm")
+    parser.add_argument("--storm-runs", type=int, default=3, help="timed storms (median kept)")
+    parser.add_argument("--cpu", type=int, help="pin the run to this core (default: no pinning)")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument(
+        "--quick", action="store_true", help="a few repetitions and a small storm (smoke test)"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repetitions, args.batch_ms, args.storm, args.storm_runs = 3, 0.2, 200, 1
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmarks and print the report; 1 with `--check` when a target is missed."""
+    args = _parse_args(argv)
+    cpu = _pin(args.cpu)
+    load_start = os.getloadavg()
+    groups: list[Group] = []
+    for subject in SUBJECTS:
+        subject_groups = groups_for(subject)
+        check_agreement(subject, subject_groups)
+        groups += subject_groups
+    sizes = {s.name: len(encode(s.value)) for s in SUBJECTS}
+    timings = run(groups, args.repetitions, round(args.batch_ms * 1e6))
+    storm_result = storm(fleet(args.storm), runs=args.storm_runs)
+    medians = {(t.group.message, t.group.operation, t.contender.name): t.median for t in timings}
+    results = targets(medians, storm_result)
+
+    env = _environment(cpu)
+    load_end = os.getloadavg()
+    env["loadavg_start"], env["loadavg_end"] = load_start, load_end
+    pinned = "not pinned" if cpu is None else f"pinned to CPU {cpu}"
+    print(
+        f"llmgw-wire benchmarks: Python {env['python']}, protobuf backend "
+        f"{env['protobuf_backend']}, {env['cpu_model'] or 'unknown CPU'} x{os.cpu_count()}, "
+        f"{pinned}, load average {load_start[0]:.2f} at start, {load_end[0]:.2f} at end"
+    )
+    print(
+        f"{args.repetitions} interleaved repetitions of ~{args.batch_ms:g} ms batches per "
+        "contender; medians per call of wall time (perf_counter_ns) and of this thread's CPU "
+        "time; gc off while timing; 'vs first' is the wall-time ratio to the first row of the "
+        "operation (the library's path); spread is the interquartile range over the median"
+    )
+    for line in _table(timings, sizes):
+        print(line)
+    print()
+    on, off = storm_result.gc_on, storm_result.gc_off
+    print(
+        f"Storm: {storm_result.registrations} registrations of {storm_result.bytes_each} bytes, "
+        "each decoded and adopted (kept by node id), one thread"
+    )
+    print(
+        f"  gc on (default thresholds): {on.wall_s:.3f} s wall, {on.cpu_s:.3f} s CPU, of which "
+        f"{on.gc_s:.3f} s in {sum(on.collections)} collections ({on.collections[2]} full); "
+        "runs: " + ", ".join(f"{w:.3f}" for w in storm_result.runs_gc_on_s)
+    )
+    print(f"  gc off:                     {off.wall_s:.3f} s wall, {off.cpu_s:.3f} s CPU")
+    print(
+        f"  memory: tracemalloc peak {storm_result.traced_peak_bytes / 2**20:.1f} MiB (Python "
+        f"allocations, adopted values included), ru_maxrss growth "
+        f"{storm_result.maxrss_delta_bytes / 2**20:.1f} MiB"
+    )
+    print()
+    print("Targets")
+    for target in results:
+        print(target.line())
+
+    if args.json is not None:
+        report = {
+            "environment": env,
+            "settings": {
+                "repetitions": args.repetitions,
+                "batch_ms": args.batch_ms,
+                "storm": args.storm,
+                "storm_runs": args.storm_runs,
+                "quick": args.quick,
+                "gc": "off while timing, collected between repetitions; the storm runs both ways",
+            },
+            "sizes": sizes,
+            "results": [
+                {
+                    "message": t.group.message,
+                    "operation": t.group.operation,
+                    "contender": t.contender.name,
+                    "median_ns": t.median,
+                    "cpu_median_ns": t.cpu_median,
+                    "spread": t.spread,
+                    "calls_per_batch": t.number,
+                    "samples_ns": t.samples,
+                    "cpu_samples_ns": t.cpu_samples,
+                    "ratio_to_first": t.median
+                    / medians[t.group.message, t.group.operation, t.group.contenders[0].name],
+                }
+                for t in timings
+            ],
+            "storm": storm_result.as_dict(),
+            "targets": [
+                {
+                    "name": t.name,
+                    "measured": t.measured,
+                    "bound": t.bound,
+                    "at_least": t.at_least,
+                    "met": t.met,
+                }
+                for t in results
+            ],
+        }
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 1 if args.check and not all(t.met for t in results) else 0

@@ -1,0 +1,154 @@
+"""The registration storm: every agent of a fleet registering at once after a failover.
+
+Each agent's `Register` differs (its node id and hostname); the control plane
+decodes each one into a `Registration` and adopts it (keeps it by node id),
+in one thread. Timed first with the garbage collector on and its default
+thresholds, as in a service, counting the time spent in collections; then
+with it off, which is the cost of decoding alone. Memory is measured in a
+last pass under `tracemalloc`, which slows Python down and so is never timed.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import statistics
+import time
+import tracemalloc
+from dataclasses import dataclass
+from typing import Any
+
+from bench import samples
+from llmgw_wire import decode, encode
+from llmgw_wire.domain import Registration
+
+__all__ = ["StormResult", "StormRun", "fleet", "storm"]
+
+
+@dataclass(frozen=True)
+class StormRun:
+    """One storm, timed."""
+
+    wall_s: float
+    cpu_s: float  # this process's CPU time: below wall_s when other load took the core
+    gc_s: float  # wall time inside garbage collections (0 with the collector off)
+    collections: tuple[int, int, int]  # by generation
+
+
+@dataclass(frozen=True)
+class StormResult:
+    """What the storm cost: the median run with the collector on and off, and memory."""
+
+    registrations: int
+    bytes_each: int
+    gc_on: StormRun
+    gc_off: StormRun
+    runs_gc_on_s: tuple[float, ...]
+    traced_peak_bytes: int  # tracemalloc peak: Python allocations, adopted values included
+    maxrss_delta_bytes: int  # growth of the process's peak RSS over the storm runs
+
+    @property
+    def wall_s(self) -> float:
+        """The figure the target is about: wall time with the collector on."""
+        return self.gc_on.wall_s
+
+    def as_dict(self) -> dict[str, object]:
+        """The result as plain data, for the JSON report."""
+        return {
+            "registrations": self.registrations,
+            "bytes_each": self.bytes_each,
+            "gc_on": vars(self.gc_on),
+            "gc_off": vars(self.gc_off),
+            "runs_gc_on_s": list(self.runs_gc_on_s),
+            "traced_peak_bytes": self.traced_peak_bytes,
+            "maxrss_delta_bytes": self.maxrss_delta_bytes,
+            "memory_note": (
+                "traced_peak_bytes is tracemalloc's peak of Python allocations, the adopted "
+                "registrations included; upb's parse arenas are C allocations it does not "
+                "see (each is freed once its message is converted). maxrss_delta_bytes is "
+                "the growth of ru_maxrss over the timed runs."
+            ),
+        }
+
+
+def fleet(size: int) -> list[bytes]:
+    """The `Register` bytes of `size` agents."""
+    return [encode(samples.registration_for(number)) for number in range(size)]
+
+
+def _adopt(datas: list[bytes]) -> dict[str, Registration]:
+    adopted: dict[str, Registration] = {}
+    for data in datas:
+        registration = decode(data, Registration)
+        adopted[registration.node.id] = registration
+    return adopted
+
+
+def _maxrss_bytes() -> int:
+    # Linux reports kilobytes.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+class _CollectionClock:
+    """Adds up the time spent in garbage collections, through `gc.callbacks`."""
+
+    def __init__(self) -> None:
+        self.total_ns = 0
+        self.counts = [0, 0, 0]
+        self._start = 0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter_ns()
+        else:
+            self.total_ns += time.perf_counter_ns() - self._start
+            self.counts[info["generation"]] += 1
+
+
+def _run(datas: list[bytes], *, collector: bool) -> StormRun:
+    gc.collect()
+    clock = _CollectionClock()
+    gc.callbacks.append(clock)
+    if not collector:
+        gc.disable()
+    try:
+        wall0, cpu0 = time.perf_counter_ns(), time.process_time_ns()
+        adopted = _adopt(datas)
+        elapsed, used = time.perf_counter_ns() - wall0, time.process_time_ns() - cpu0
+    finally:
+        gc.enable()
+        gc.callbacks.remove(clock)
+    if len(adopted) != len(datas):
+        raise AssertionError("every agent of the fleet has its own node id")
+    del adopted
+    counts = (clock.counts[0], clock.counts[1], clock.counts[2])
+    return StormRun(elapsed / 1e9, used / 1e9, clock.total_ns / 1e9, counts)
+
+
+def _median(runs: list[StormRun]) -> StormRun:
+    return sorted(runs, key=lambda run: run.wall_s)[len(runs) // 2]
+
+
+def storm(datas: list[bytes], runs: int = 3) -> StormResult:
+    """Decode and adopt every registration in `datas`: `runs` times each way, then for memory."""
+    rss_before = _maxrss_bytes()
+    on = [_run(datas, collector=True) for _ in range(runs)]
+    off = [_run(datas, collector=False) for _ in range(runs)]
+    rss_delta = _maxrss_bytes() - rss_before
+    gc.collect()
+    tracemalloc.start()
+    try:
+        adopted = _adopt(datas)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    del adopted
+    return StormResult(
+        registrations=len(datas),
+        bytes_each=round(statistics.mean(len(data) for data in datas)),
+        gc_on=_median(on),
+        gc_off=_median(off),
+        runs_gc_on_s=tuple(run.wall_s for run in on),
+        traced_peak_bytes=peak,
+        maxrss_delta_bytes=rss_delta,
+    )
