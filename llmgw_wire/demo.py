@@ -59,7 +59,15 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.context import SpawnContext, SpawnProcess
 
-__all__ = ["DEFAULT_TIMEOUT", "add_arguments", "render", "run", "run_demo"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "add_arguments",
+    "agent_process",
+    "control_plane_process",
+    "render",
+    "run",
+    "run_demo",
+]
 
 #: Seconds any one step of the demo may take before it gives up.
 DEFAULT_TIMEOUT = 5.0
