@@ -74,13 +74,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: What an agent sends on the stream.
 FromAgent: TypeAlias = Registration | ShardReport | Heartbeat
-#: What the control plane sends on the stream.
-FromControl: TypeAlias = ShardCommand | StopCommand | Ack
+"""What an agent sends on the stream."""
 
-#: The gRPC method path of `AgentService.Connect`, as the generated service has it.
-(CONNECT_ROUTE,) = AgentServiceBase().__mapping__()
+FromControl: TypeAlias = ShardCommand | StopCommand | Ack
+"""What the control plane sends on the stream."""
+
+CONNECT_ROUTE: Final[str] = next(iter(AgentServiceBase().__mapping__()))
+"""The gRPC method path of `AgentService.Connect`, as the generated service has it."""
 
 _ONEOF = "msg"
 # How many received values a session holds before it stops reading (and
