@@ -33,7 +33,7 @@ from google.protobuf.internal import api_implementation
 
 from bench import handwritten_bp2, handwritten_pb, samples
 from bench.harness import Contender, Group, Timing, run
-from bench.storm import StormResult, fleet, storm
+from bench.storm import TUNED_THRESHOLDS, StormResult, fleet, storm
 from llmgw_wire import codec, converter, decode, encode, v1
 from llmgw_wire._pb import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand, ShardReport
@@ -391,7 +391,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{on.gc_s:.3f} s in {sum(on.collections)} collections ({on.collections[2]} full); "
         "runs: " + ", ".join(f"{w:.3f}" for w in storm_result.runs_gc_on_s)
     )
-    print(f"  gc off:                     {off.wall_s:.3f} s wall, {off.cpu_s:.3f} s CPU")
+    tuned = storm_result.gc_tuned
+    print(
+        f"  gc on, thresholds {TUNED_THRESHOLDS}: {tuned.wall_s:.3f} s wall, {tuned.cpu_s:.3f} s "
+        f"CPU, of which {tuned.gc_s:.3f} s in {sum(tuned.collections)} collections "
+        f"({tuned.collections[2]} full)"
+    )
+    print(f"  gc off: {off.wall_s:.3f} s wall, {off.cpu_s:.3f} s CPU")
     print(
         f"  memory: tracemalloc peak {storm_result.traced_peak_bytes / 2**20:.1f} MiB (Python "
         f"allocations, adopted values included), ru_maxrss growth "

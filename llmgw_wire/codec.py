@@ -199,31 +199,50 @@ def encode(value: object) -> bytes:
         EncodeError: a value the wire cannot carry, with its path.
         TypeError: `value` is not a domain model with a wire message of its own.
     """
-    domain = type(value)
-    fill, message_class, deterministic = _upb_encoders().get(domain) or _not_top_level(domain)
-    message = message_class()
-    try:
-        fill(value, message)
-    except _REFUSED as exc:
-        raise _explain_encode(value, domain, exc) from None
-    if deterministic:
+    encoder = _ENCODERS.get(type(value)) or _upb_encoder(type(value))
+    return encoder(value)
+
+
+# By domain model: its whole path to bytes, made on first use (when the upb
+# backend is compiled) so that encode() is one lookup and one call.
+_ENCODERS: dict[type, Callable[[Any], bytes]] = {}
+
+
+def _upb_encoder(domain: type) -> Callable[[Any], bytes]:
+    if not _ENCODERS:
+        encoders = {}
+        for model, fill in _compiled_upb().fill.items():
+            message_class: Any = _pb.CLASSES[pair_for(model).wire]
+            deterministic = _reaches_map(message_class.DESCRIPTOR)
+            encoders[model] = _make_encoder(model, fill, message_class, deterministic=deterministic)
+        # All at once (one C call under the GIL): another thread never sees half a table.
+        _ENCODERS.update(encoders)
+    return _ENCODERS.get(domain) or _not_top_level(domain)
+
+
+def _make_encoder(
+    domain: type, fill: Callable[[Any, Any], None], message_class: Any, *, deterministic: bool
+) -> Callable[[Any], bytes]:
+    # Deterministic serialisation only orders map entries, and its keyword
+    # alone doubles upb's cost on a small message: asked for only where a map
+    # can occur.
+    def encode_sorted(value: Any) -> bytes:
+        message = message_class()
+        try:
+            fill(value, message)
+        except _REFUSED as exc:
+            raise _explain_encode(value, domain, exc) from None
         return message.SerializeToString(deterministic=True)  # type: ignore[no-any-return]
-    return message.SerializeToString()  # type: ignore[no-any-return]
 
+    def encode_plain(value: Any) -> bytes:
+        message = message_class()
+        try:
+            fill(value, message)
+        except _REFUSED as exc:
+            raise _explain_encode(value, domain, exc) from None
+        return message.SerializeToString()  # type: ignore[no-any-return]
 
-@cache
-def _upb_encoders() -> dict[type, tuple[Callable[[Any, Any], None], type, bool]]:
-    """By domain model: the upb fill function, the message class, and whether maps need sorting.
-
-    Deterministic serialisation only orders map entries, and costs upb a third
-    more on a small message, so it is asked for only where a map can occur.
-    """
-    compiled = _compiled_upb()
-    encoders = {}
-    for domain, fill in compiled.fill.items():
-        message_class: Any = _pb.CLASSES[pair_for(domain).wire]
-        encoders[domain] = (fill, message_class, _reaches_map(message_class.DESCRIPTOR))
-    return encoders
+    return encode_sorted if deterministic else encode_plain
 
 
 def _reaches_map(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:

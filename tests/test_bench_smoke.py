@@ -1,0 +1,126 @@
+"""`make bench` still runs, and its hand-written peers still do the library's work.
+
+The benchmark runs whole, with tiny repetitions and a small storm: its
+figures then mean nothing; what is checked is that every contender still
+computes the same thing (the benchmark refuses to time contenders that
+disagree), and that the report and its JSON are complete.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_fast_path import BAD, leaves, replace
+
+from llmgw_wire import (
+    EncodeError,
+    Registration,
+    ShardCommand,
+    ShardReport,
+    converter,
+    decode,
+    encode,
+)
+from llmgw_wire import strategies as lst
+from llmgw_wire._pb import CLASSES
+from llmgw_wire.codec import wire_class
+from llmgw_wire.mapping import pair_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    for heading in ("Register (", "StartShard (", "ShardStatus (", "Storm: ", "Targets"):
+        assert heading in run.stdout
+
+    report = json.loads(out.read_text())
+    groups = {(r["message"], r["operation"]) for r in report["results"]}
+    assert groups == {
+        (message, operation)
+        for message in ("Register", "StartShard", "ShardStatus")
+        for operation in ("bytes -> domain", "domain -> bytes", "wire -> domain", "domain -> wire")
+    }
+    for result in report["results"]:
+        assert result["median_ns"] > 0
+        assert len(result["samples_ns"]) == report["settings"]["repetitions"]
+    assert report["storm"]["registrations"] == 200
+    assert report["storm"]["gc_on"]["wall_s"] > 0
+    assert 3000 < report["sizes"]["Register"] < 4000
+    assert len(report["targets"]) == 13
+    assert all(isinstance(target["met"], bool) for target in report["targets"])
+
+
+# The hand-written peers are only a fair yardstick if they do the library's work:
+# the same values out, and the same values refused.
+
+sys.path.insert(0, str(ROOT))
+from bench import handwritten_bp2, handwritten_pb  # noqa: E402
+
+HAND_WRITTEN: dict[type, tuple[Callable[[Any], Any], ...]] = {
+    Registration: (
+        handwritten_bp2.registration_from_wire,
+        handwritten_bp2.registration_to_wire,
+        handwritten_pb.registration_from_wire,
+        handwritten_pb.registration_to_wire,
+    ),
+    ShardCommand: (
+        handwritten_bp2.command_from_wire,
+        handwritten_bp2.command_to_wire,
+        handwritten_pb.command_from_wire,
+        handwritten_pb.command_to_wire,
+    ),
+    ShardReport: (
+        handwritten_bp2.report_from_wire,
+        handwritten_bp2.report_to_wire,
+        handwritten_pb.report_from_wire,
+        handwritten_pb.report_to_wire,
+    ),
+}
+
+
+@pytest.mark.parametrize("model", HAND_WRITTEN, ids=lambda m: m.__name__)
+@given(data=st.data())
+def test_the_hand_written_mappings_map_as_the_library_does(model: type, data: Any) -> None:
+    bp2_in, bp2_out, pb_in, pb_out = HAND_WRITTEN[model]
+    value = data.draw(lst.domain_values(model))
+    raw = encode(value)
+    assert bp2_out(value) == converter.unstructure(value)
+    assert pb_out(value).SerializeToString(deterministic=True) == raw
+    assert bp2_in(wire_class(model).parse(raw)) == value
+    official: Any = CLASSES[pair_for(model).wire]
+    assert pb_in(official.FromString(raw)) == decode(raw, model)
+
+
+@pytest.mark.parametrize("model", HAND_WRITTEN, ids=lambda m: m.__name__)
+@given(data=st.data())
+def test_the_hand_written_mappings_refuse_what_the_library_refuses(model: type, data: Any) -> None:
+    _, bp2_out, _, pb_out = HAND_WRITTEN[model]
+    value = data.draw(lst.domain_values(model))
+    path, kind = data.draw(st.sampled_from(leaves(value)))
+    bad = replace(value, path, data.draw(st.sampled_from(BAD[kind])))
+    with pytest.raises(EncodeError):
+        encode(bad)
+    with pytest.raises(ValueError, match="cannot encode"):
+        bp2_out(bad)
+    with pytest.raises(ValueError, match="cannot encode"):
+        pb_out(bad)
