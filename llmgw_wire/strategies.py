@@ -397,10 +397,10 @@ def _node_gpus(
         st.lists(gpus(mig=False, fabric=fabric), min_size=1 if mig else 0, max_size=max_gpus)
     )
     split: set[int] = set()
-    if mig is not False and cards:
-        # At most two cards split, so a node stays a few dozen GPUs at most.
+    if cards and (mig or (mig is None and draw(st.booleans()))):
+        # One or two cards split, so a node stays a few dozen GPUs at most.
         indices = st.integers(0, len(cards) - 1)
-        split = set(draw(st.lists(indices, min_size=1 if mig else 0, max_size=2)))
+        split = set(draw(st.lists(indices, min_size=1, max_size=2)))
     whole = [i for i in range(len(cards)) if i not in split]
     # NVLink islands: every card with every other (HGX), pairs (bridges), or none.
     island = draw(st.sampled_from([len(whole), 2, 1])) or 1
