@@ -13,6 +13,9 @@ domain to wire object), it times side by side and interleaved:
   (`bench.handwritten_pb`);
 * each runtime's parse or serialise alone, the floor under any mapping.
 
+And what a stream pays per message, envelope included: `stream.py` with
+grpclib's default codec against `llmgw_wire.grpc_codec.WireCodec`.
+
 Then the registration storm (`bench.storm`), and the targets, each marked
 met or missed. `--json PATH` writes everything as JSON as well.
 """
@@ -27,9 +30,10 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from google.protobuf.internal import api_implementation
+from grpclib.encoding.proto import ProtoCodec
 
 from bench import handwritten_bp2, handwritten_pb, samples
 from bench.harness import Contender, Group, Timing, run
@@ -37,6 +41,9 @@ from bench.storm import TUNED_THRESHOLDS, StormResult, fleet, storm
 from llmgw_wire import codec, converter, decode, encode, v1
 from llmgw_wire._pb import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand, ShardReport
+from llmgw_wire.grpc_codec import WireCodec
+from llmgw_wire.stream import control_message, value_from_agent_message
+from llmgw_wire.v1 import AgentMessage, ControlMessage
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -165,6 +172,62 @@ def groups_for(s: Subject) -> list[Group]:
         Group(s.name, WIRE_TO_DOMAIN, w2d),
         Group(s.name, DOMAIN_TO_WIRE, d2w),
     ]
+
+
+AGENT_MESSAGE = "AgentMessage(register)"
+CONTROL_MESSAGE = "ControlMessage(start_shard)"
+LIB_CODEC = "llmgw WireCodec (upb)"
+STREAM_TODAY = "grpclib ProtoCodec + stream's converter"
+
+
+def envelope_groups() -> tuple[list[Group], dict[str, int]]:
+    """What a stream pays per message: its grpclib codec and the envelope's converter.
+
+    `stream.py` reads and writes with grpclib's default codec (betterproto2's
+    parser and serialiser) and opens or fills the envelope with the
+    converter; `llmgw_wire.grpc_codec.WireCodec` does both at once with upb.
+    """
+    registration, command = SUBJECTS[0].value, SUBJECTS[1].value
+    wire_codec, proto_codec = WireCodec(), ProtoCodec()
+    inbound = wire_codec.encode(registration, AgentMessage)
+    groups = [
+        Group(
+            AGENT_MESSAGE,
+            BYTES_TO_DOMAIN,
+            [
+                Contender(LIB_CODEC, lambda: wire_codec.decode(inbound, AgentMessage)),
+                Contender(
+                    STREAM_TODAY,
+                    lambda: value_from_agent_message(
+                        cast("AgentMessage", proto_codec.decode(inbound, AgentMessage))
+                    ),
+                ),
+            ],
+        ),
+        Group(
+            CONTROL_MESSAGE,
+            DOMAIN_TO_BYTES,
+            [
+                Contender(LIB_CODEC, lambda: wire_codec.encode(command, ControlMessage)),
+                Contender(
+                    STREAM_TODAY,
+                    lambda: proto_codec.encode(control_message(command), ControlMessage),
+                ),
+            ],
+        ),
+    ]
+    for group, value in zip(groups, (registration, command), strict=True):
+        for contender in group.contenders:
+            result = contender.call()
+            if isinstance(result, bytes):
+                result = wire_codec.decode(result, ControlMessage)
+            if result != value:
+                raise AssertionError(f"{group.message}: {contender.name} disagrees")
+    sizes = {
+        AGENT_MESSAGE: len(inbound),
+        CONTROL_MESSAGE: len(wire_codec.encode(command, ControlMessage)),
+    }
+    return groups, sizes
 
 
 def _as_domain(result: object, s: Subject) -> object:
@@ -358,6 +421,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_agreement(subject, subject_groups)
         groups += subject_groups
     sizes = {s.name: len(encode(s.value)) for s in SUBJECTS}
+    stream_groups, stream_sizes = envelope_groups()
+    groups += stream_groups
+    sizes.update(stream_sizes)
     timings = run(groups, args.repetitions, round(args.batch_ms * 1e6))
     storm_result = storm(fleet(args.storm), runs=args.storm_runs)
     medians = {(t.group.message, t.group.operation, t.contender.name): t.median for t in timings}

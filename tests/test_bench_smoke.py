@@ -59,6 +59,9 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
         (message, operation)
         for message in ("Register", "StartShard", "ShardStatus")
         for operation in ("bytes -> domain", "domain -> bytes", "wire -> domain", "domain -> wire")
+    } | {
+        ("AgentMessage(register)", "bytes -> domain"),
+        ("ControlMessage(start_shard)", "domain -> bytes"),
     }
     for result in report["results"]:
         assert result["median_ns"] > 0
