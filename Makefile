@@ -77,6 +77,13 @@ load: $(STAMP)
 
 .PHONY: load
 
+## docs: build the documentation site into site/, warnings as errors (Python >= 3.11);
+## `make test` builds it too, in tests/test_docs.py
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+.PHONY: docs
+
 ## matrix: the test suite on Python 3.10, 3.11, 3.12 and 3.13
 matrix: $(STAMP)
 	$(BIN)/python scripts/matrix.py

@@ -18,6 +18,7 @@ pays for no bookkeeping.
 from __future__ import annotations
 
 import datetime as dt
+import enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
@@ -455,7 +456,8 @@ class Constant(Rule):
         return []
 
     def describe(self) -> str:
-        return f"not on the wire; decodes as {self.value!r}"
+        shown = str(self.value) if isinstance(self.value, enum.Enum) else repr(self.value)
+        return f"not on the wire; decodes as {shown}"
 
 
 @frozen

@@ -148,6 +148,7 @@ def _many(attr: str, domain: type, wire: str = "") -> Messages:
     return Messages(attr, wire or attr, domain)
 
 
+#: The whole mapping: one pair per domain model, each nested model before those holding it.
 PAIRS: tuple[Pair, ...] = (
     Pair(Host, "llmgw.v1.Host", (
         _string("os_id"),

@@ -3,8 +3,8 @@
 Generated from `proto/llmgw/v1/` by `make gen` into `llmgw_wire._gen` (the
 compiler writes its own package layout) and re-exported here under the
 schema's package name. Class names are the compiler's re-casing of the proto
-names (`GPU` becomes `Gpu`, `MIGDevice` becomes `MigDevice`); each class's
-`proto_name` has the original spelling.
+names (`GPU` becomes `Gpu`, `MIGDevice` becomes `MigDevice`); the classes do
+not keep the original spelling, which the schema has.
 """
 
 from llmgw_wire._gen.llmgw.v1 import *  # noqa: F403

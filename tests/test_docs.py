@@ -1,0 +1,233 @@
+"""The documentation site builds without warnings, its examples run, its references are whole."""
+
+from __future__ import annotations
+
+import html
+import importlib
+import os
+import pkgutil
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+try:
+    import griffe
+except ImportError:
+    if sys.version_info >= (3, 11):
+        raise  # the `docs` extra, which `dev` includes, is missing
+    pytest.skip("the documentation tools need Python 3.11 or newer", allow_module_level=True)
+
+import llmgw_wire
+from llmgw_wire._rules import Constant, Embedded, FromContext, NotCarried, Rule
+from llmgw_wire.mapping import PAIRS, pair_for
+
+if TYPE_CHECKING:
+    from llmgw_wire.mapping import Pair
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = sorted(p for p in DOCS.rglob("*.md") if "hooks" not in p.parts)
+# Generated from the schema and documented by it; its page is a summary.
+GENERATED = ("llmgw_wire.v1",)
+
+
+def public_modules() -> list[str]:
+    """Every module of the package whose dotted name has no `_`-prefixed part."""
+    names = ["llmgw_wire"]
+    for info in pkgutil.walk_packages(llmgw_wire.__path__, "llmgw_wire."):
+        parts = info.name.split(".")[1:]
+        if not any(part.startswith("_") for part in parts):
+            names.append(info.name)
+    return [n for n in names if not n.startswith(GENERATED)]
+
+
+def exported(module: str) -> list[str]:
+    return list(getattr(importlib.import_module(module), "__all__", []))
+
+
+# --- the site ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_the_site_builds_strictly_without_a_warning(site: Path) -> None:
+    # `--strict` fails on warnings; this also catches anything logged above INFO.
+    assert (site / "index.html").is_file()
+    assert (site / "reference" / "mapping" / "index.html").is_file()
+
+
+def read_page(site: Path, page: str) -> str:
+    return (site / page / "index.html").read_text()
+
+
+def sections(page: str) -> dict[str, str]:
+    """The HTML of each `<h2>` section of a page, by its id."""
+    parts = re.split(r'<h2 id="([^"]+)"', page)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def codes(fragment: str) -> set[str]:
+    return {html.unescape(c) for c in re.findall(r"<code>(.*?)</code>", fragment)}
+
+
+def expected_rows(pair: Pair, prefix: tuple[str, ...] = ()) -> list[tuple[str, str | None]]:
+    """Every domain attribute path of a pair and the wire field it comes from, embedded included."""
+    rows: list[tuple[str, str | None]] = []
+    for rule in pair.rules:
+        path = (*prefix, rule.attr)
+        on_wire = not isinstance(rule, (Constant, Embedded, FromContext, NotCarried))
+        rows.append((".".join(path), rule.wire if on_wire else None))
+        if isinstance(rule, Embedded):
+            rows += expected_rows(pair_for(rule.domain), path)
+    return rows
+
+
+def test_the_mapping_reference_shows_every_pair_and_attribute(site: Path) -> None:
+    found = sections(read_page(site, "reference/mapping"))
+    for pair in PAIRS:
+        anchor = pair.domain.__name__.lower()
+        assert anchor in found, f"no section for {pair.domain.__name__}"
+        section = found[anchor]
+        heading = section.split("</h2>", 1)[0]
+        assert {pair.domain.__name__, pair.wire} <= codes(heading)
+        shown = codes(section)
+        for attr, wire in expected_rows(pair):
+            assert attr in shown, f"{pair.domain.__name__}: no row for {attr}"
+            if wire is not None:
+                assert wire in shown, f"{pair.domain.__name__}.{attr}: no wire field {wire}"
+
+
+def test_the_mapping_reference_reads_embedded_pairs_as_paths(site: Path) -> None:
+    section = sections(read_page(site, "reference/mapping"))["gpu"]
+    row = re.search(r"<tr>\s*<td[^>]*>14</td>(.*?)</tr>", section, flags=re.DOTALL)
+    assert row is not None
+    assert re.findall(r"<code>(.*?)</code>", row.group(1))[:2] == ["fabric_state", "fabric.state"]
+
+
+def describes(rule: Rule) -> str:
+    return html.escape(rule.describe(), quote=False)
+
+
+def test_the_mapping_reference_says_each_rule_as_the_code_describes_it(site: Path) -> None:
+    page = read_page(site, "reference/mapping")
+    text = re.sub(r"<[^>]+>", "", page)
+    for pair in PAIRS:
+        for rule in pair.rules:
+            plain = re.sub(r"`", "", rule.describe())
+            assert html.escape(plain, quote=False) in text, (pair.domain.__name__, rule.attr)
+
+
+def test_the_api_summary_names_every_export(site: Path) -> None:
+    shown = codes(read_page(site, "api"))
+    missing = [name for name in llmgw_wire.__all__ if name not in shown]
+    assert not missing
+
+
+def test_the_shard_states_table_has_the_fallback(site: Path) -> None:
+    page = read_page(site, "reference/mapping")
+    row = re.search(r"a newer peer.*?</tr>", page, flags=re.DOTALL)
+    assert row is not None
+    assert "State.FAILED" in row.group(0)
+
+
+# --- the examples -----------------------------------------------------------------------
+
+
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", page.read_text(), flags=re.DOTALL | re.MULTILINE)
+
+
+@pytest.mark.parametrize(
+    "page",
+    [p for p in PAGES if python_blocks(p)],
+    ids=lambda p: str(p.relative_to(DOCS)),
+)
+def test_every_example_runs_as_written(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One namespace per page, in order: later blocks build on earlier ones.
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"__name__": "__docs__"}
+    for block in python_blocks(page):
+        exec(compile(block, str(page), "exec"), namespace)
+    # A page's example tests are run too, as pytest would run them.
+    for name, obj in namespace.items():
+        if name.startswith("test_") and getattr(obj, "__module__", None) == "__docs__":
+            obj()
+
+
+# --- the API reference ----------------------------------------------------------------------
+
+
+def rendered_modules() -> set[str]:
+    found = set()
+    for page in (DOCS / "api").glob("*.md"):
+        found |= set(re.findall(r"^::: (\S+)", page.read_text(), flags=re.MULTILINE))
+    return found
+
+
+def test_every_public_module_has_an_api_page() -> None:
+    rendered = rendered_modules()
+    for module in public_modules():
+        if module in rendered or module == "llmgw_wire.cli":  # its API is the command line
+            continue
+        # A submodule is documented by its package when the package re-exports it all.
+        package = module.rsplit(".", 1)[0]
+        assert package in rendered, f"no API page renders {module}"
+        assert set(exported(module)) <= set(exported(package)), module
+
+
+@pytest.fixture(scope="module")
+def package() -> griffe.Module:
+    # As the API reference sees it: `#:` comments document constants.
+    loaded = griffe.load(
+        "llmgw_wire",
+        search_paths=[str(ROOT)],
+        docstring_parser="google",
+        extensions=griffe.load_extensions("griffe_sphinx"),
+    )
+    assert isinstance(loaded, griffe.Module)
+    return loaded
+
+
+def has_docstring(obj: griffe.Object | griffe.Alias) -> bool:
+    return obj.docstring is not None and bool(obj.docstring.value.strip())
+
+
+@pytest.mark.parametrize("module", public_modules())
+def test_every_public_name_has_a_docstring(package: griffe.Module, module: str) -> None:
+    node = package if module == "llmgw_wire" else package[module.removeprefix("llmgw_wire.")]
+    assert has_docstring(node), f"{module} has no module docstring"
+    undocumented = []
+    for name in exported(module):
+        obj = node[name]
+        if not has_docstring(obj):
+            undocumented.append(name)
+        if obj.is_class:
+            for member_name, member in obj.members.items():
+                public = not member_name.startswith("_") and not member.is_alias
+                if public and member.is_function and not has_docstring(member):
+                    undocumented.append(f"{name}.{member_name}")
+    assert not undocumented, f"{module}: no docstring for {', '.join(undocumented)}"
+
+
+def test_every_public_module_says_what_it_exports() -> None:
+    without = [m for m in public_modules() if not hasattr(importlib.import_module(m), "__all__")]
+    assert without == ["llmgw_wire.cli"]  # a command, not an API
