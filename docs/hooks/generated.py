@@ -499,9 +499,11 @@ def benchmarks() -> str:
         f"(garbage collection {settings['gc']}).",
         "",
     ]
-    for message, size in data["sizes"].items():
+    messages = list(dict.fromkeys(row["message"] for row in data["results"]))
+    for message in messages:
+        size = data["sizes"].get(message)
         out += [
-            f"### {message} ({size} bytes)",
+            f"### {message}" + (f" ({size} bytes)" if size is not None else ""),
             "",
             "| operation | contender | median µs | CPU µs | spread | vs the first |",
             "| --- | --- | ---: | ---: | ---: | ---: |",
