@@ -550,9 +550,11 @@ def benchmarks() -> str:
         "| --- | ---: | ---: | --- |",
     ]
     for target in data["targets"]:
-        bound = ("≥ " if target["at_least"] else "≤ ") + f"{target['bound']:g}"
+        unit = target.get("unit", "x")
+        bound = ("≥ " if target["at_least"] else "≤ ") + f"{target['bound']:g}{unit}"
         verdict = "met" if target["met"] else "**missed**"
-        out.append(f"| {_cell(target['name'])} | {target['measured']:.2f} | {bound} | {verdict} |")
+        name = target["name"] + (f" ({target['context']})" if target.get("context") else "")
+        out.append(f"| {_cell(name)} | {target['measured']:.2f}{unit} | {bound} | {verdict} |")
     return "\n".join(out) + "\n"
 
 
