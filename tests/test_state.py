@@ -307,11 +307,10 @@ def test_state_file_errors_say_where_and_pickle(path: Path) -> None:
 
 
 def test_the_documented_agent_code_persists_and_reports_compute(tmp_path: Path) -> None:
-    docs = (Path(__file__).resolve().parent.parent / "docs" / "index.md").read_text()
-    section = docs.split("## Persisting a shard's state", 1)[1]
-    code = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)[0]
+    page = Path(__file__).resolve().parent.parent / "docs" / "guides" / "shard-state.md"
+    code = re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.DOTALL)[0]
     namespace: dict[str, Any] = {}
-    exec(compile(code, "docs/index.md", "exec"), namespace)
+    exec(compile(code, "docs/guides/shard-state.md", "exec"), namespace)
     namespace["state_dir"] = tmp_path
 
     message = start_shard_from_command(sample_command())
