@@ -6,7 +6,9 @@ message classes (`llmgw_wire._pb`, which is what generated `_pb2` modules give
 at run time), written as someone tuning it by hand would: checks inlined,
 sub-messages filled in place (`parent.field.add()`, no copies), repeated
 fields read by slicing, maps read key by key, domain values built with
-positional arguments. Failures raise `ValueError` naming the field.
+positional arguments, and the range of an int left to upb, which refuses one
+that does not fit its field (its type, which upb is lax about, is checked
+here). Failures raise `ValueError`.
 """
 
 from __future__ import annotations
@@ -255,10 +257,10 @@ def _compute_into(m: Any, c: Compute) -> None:
             raise _bad("devices", x)
     if x:
         m.devices.extend(x)
-    if type(x := c.offloaded) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := c.offloaded) is not int:
         raise _bad("offloaded", x)
     m.layers_offloaded = x
-    if type(x := c.total) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := c.total) is not int:
         raise _bad("total", x)
     m.layers_total = x
 
@@ -266,7 +268,7 @@ def _compute_into(m: Any, c: Compute) -> None:
 def _gpu_into(m: Any, g: GPU) -> None:  # noqa: PLR0912, PLR0915 - one check per field
     x: Any  # each field in turn
     i: Any
-    if type(x := g.index) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := g.index) is not int:
         raise _bad("index", x)
     m.index = x
     if not isinstance(x := g.uuid, str):
@@ -275,16 +277,16 @@ def _gpu_into(m: Any, g: GPU) -> None:  # noqa: PLR0912, PLR0915 - one check per
     if not isinstance(x := g.name, str):
         raise _bad("name", x)
     m.name = x
-    if type(x := g.memory_total_mb) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := g.memory_total_mb) is not int:
         raise _bad("memory_total_mb", x)
     m.memory_total_mb = x
-    if type(x := g.memory_used_mb) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := g.memory_used_mb) is not int:
         raise _bad("memory_used_mb", x)
     m.memory_used_mb = x
     if not isinstance(x := g.compute_capability, str):
         raise _bad("compute_capability", x)
     m.compute_capability = x
-    if type(x := g.numa_node) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := g.numa_node) is not int:
         raise _bad("numa_node", x)
     m.numa_node = x
     if not isinstance(x := g.pci_bus_id, str):
@@ -293,14 +295,14 @@ def _gpu_into(m: Any, g: GPU) -> None:  # noqa: PLR0912, PLR0915 - one check per
     if not isinstance(x := g.driver_version, str):
         raise _bad("driver_version", x)
     m.driver_version = x
-    if type(x := g.utilization_percent) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := g.utilization_percent) is not int:
         raise _bad("utilization_percent", x)
     m.utilization_percent = x
     if not isinstance(x := g.cuda_version, str):
         raise _bad("cuda_version", x)
     m.cuda_version = x
     for i in (x := g.nvlink_peers):
-        if type(i) is not int or not -2147483648 <= i <= 2147483647:
+        if type(i) is not int:
             raise _bad("nvlink_peers", x)
     if x:
         m.nvlink_peers.extend(x)
@@ -327,10 +329,10 @@ def _gpu_into(m: Any, g: GPU) -> None:  # noqa: PLR0912, PLR0915 - one check per
             raise _bad("fabric.bandwidth", x)
         m.fabric_bandwidth = x
     h = g.health
-    if type(x := h.ecc_errors) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := h.ecc_errors) is not int:
         raise _bad("health.ecc_errors", x)
     m.ecc_errors = x
-    if type(x := h.temperature_c) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := h.temperature_c) is not int:
         raise _bad("health.temperature_c", x)
     m.temperature_c = x
     for i in (x := h.problems):
@@ -340,25 +342,25 @@ def _gpu_into(m: Any, g: GPU) -> None:  # noqa: PLR0912, PLR0915 - one check per
         m.problems.extend(x)
     if (d := g.mig) is not None:
         w = m.mig
-        if type(x := d.parent_index) is not int or not -2147483648 <= x <= 2147483647:
+        if type(x := d.parent_index) is not int:
             raise _bad("mig.parent_index", x)
         w.parent_index = x
         if not isinstance(x := d.parent_uuid, str):
             raise _bad("mig.parent_uuid", x)
         w.parent_uuid = x
-        if type(x := d.parent_memory_total_mb) is not int or not -2147483648 <= x <= 2147483647:
+        if type(x := d.parent_memory_total_mb) is not int:
             raise _bad("mig.parent_memory_total_mb", x)
         w.parent_memory_total_mb = x
-        if type(x := d.device) is not int or not -2147483648 <= x <= 2147483647:
+        if type(x := d.device) is not int:
             raise _bad("mig.device", x)
         w.device = x
         if not isinstance(x := d.profile, str):
             raise _bad("mig.profile", x)
         w.profile = x
-        if type(x := d.gpu_instance) is not int or not -2147483648 <= x <= 2147483647:
+        if type(x := d.gpu_instance) is not int:
             raise _bad("mig.gpu_instance", x)
         w.gpu_instance = x
-        if type(x := d.compute_instance) is not int or not -2147483648 <= x <= 2147483647:
+        if type(x := d.compute_instance) is not int:
             raise _bad("mig.compute_instance", x)
         w.compute_instance = x
 
@@ -372,11 +374,11 @@ def _shard_into(m: Any, s: AdoptedShard) -> None:  # noqa: PLR0912 - one check p
     if not isinstance(x := s.shard_id, str):
         raise _bad("shard_id", x)
     m.shard_id = x
-    if type(rank := s.rank) is not int or not -2147483648 <= rank <= 2147483647:
+    if type(rank := s.rank) is not int:
         raise _bad("rank", rank)
     m.rank = rank
     for i in (x := s.gpu_indices):
-        if type(i) is not int or not -2147483648 <= i <= 2147483647:
+        if type(i) is not int:
             raise _bad("gpu_indices", x)
     if x:
         m.gpu_indices.extend(x)
@@ -385,7 +387,7 @@ def _shard_into(m: Any, s: AdoptedShard) -> None:  # noqa: PLR0912 - one check p
             raise _bad("hcas", x)
     if x:
         m.hcas.extend(x)
-    if type(port := s.http_port) is not int or not -2147483648 <= port <= 2147483647:
+    if type(port := s.http_port) is not int:
         raise _bad("http_port", port)
     m.http_port = port
     if (number := _STATE_TO_WIRE.get(s.state)) is None:
@@ -456,10 +458,10 @@ def registration_to_wire(r: Registration) -> Any:  # noqa: PLR0912, PLR0915
     if type(x := n.engines_probed) is not bool:
         raise _bad("engines_probed", x)
     m.engines_probed = x
-    if type(x := n.memory_total_mb) is not int or not -(2**63) <= x <= 2**63 - 1:
+    if type(x := n.memory_total_mb) is not int:
         raise _bad("memory_total_mb", x)
     m.memory_total_mb = x
-    if type(x := n.cpu_count) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := n.cpu_count) is not int:
         raise _bad("cpu_count", x)
     m.cpu_count = x
     h = n.host
@@ -491,7 +493,7 @@ def registration_to_wire(r: Registration) -> Any:  # noqa: PLR0912, PLR0915
         if not isinstance(x := lw.path, str):
             raise _bad("weights.path", x)
         w.path = x
-        if type(x := lw.size_bytes) is not int or not -(2**63) <= x <= 2**63 - 1:
+        if type(x := lw.size_bytes) is not int:
             raise _bad("weights.size_bytes", x)
         w.size_bytes = x
         if type(x := lw.shared) is not bool:
@@ -503,10 +505,10 @@ def registration_to_wire(r: Registration) -> Any:  # noqa: PLR0912, PLR0915
         if not isinstance(x := st.path, str):
             raise _bad("storage.path", x)
         w.path = x
-        if type(x := st.free_bytes) is not int or not -(2**63) <= x <= 2**63 - 1:
+        if type(x := st.free_bytes) is not int:
             raise _bad("storage.free_bytes", x)
         w.free_bytes = x
-        if type(x := st.total_bytes) is not int or not -(2**63) <= x <= 2**63 - 1:
+        if type(x := st.total_bytes) is not int:
             raise _bad("storage.total_bytes", x)
         w.total_bytes = x
         if type(x := st.shared) is not bool:
@@ -521,7 +523,7 @@ def registration_to_wire(r: Registration) -> Any:  # noqa: PLR0912, PLR0915
     if not isinstance(x := imex.state, str):
         raise _bad("imex.state", x)
     w.state = x
-    if type(x := imex.channels) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := imex.channels) is not int:
         raise _bad("imex.channels", x)
     w.channels = x
     add = m.fabrics.add
@@ -535,7 +537,7 @@ def registration_to_wire(r: Registration) -> Any:  # noqa: PLR0912, PLR0915
                 raise _bad("fabrics.hcas", x)
         if x:
             w.hcas.extend(x)
-        if type(x := fa.rate_gbps) is not int or not -2147483648 <= x <= 2147483647:
+        if type(x := fa.rate_gbps) is not int:
             raise _bad("fabrics.rate_gbps", x)
         w.rate_gbps = x
     add = m.running_shards.add
@@ -566,20 +568,20 @@ def command_to_wire(c: ShardCommand) -> Any:  # noqa: PLR0912, PLR0915
     if not isinstance(x := c.profile_fp, str) or spec.profile_fp != x:
         raise _bad("profile_fp", x)
     m.profile_fp = x
-    if type(x := spec.rank) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := spec.rank) is not int:
         raise _bad("spec.rank", x)
     m.rank = x
-    if type(x := spec.nnodes) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := spec.nnodes) is not int:
         raise _bad("spec.nnodes", x)
     m.nnodes = x
     if not isinstance(x := spec.leader_addr, str):
         raise _bad("spec.leader_addr", x)
     m.leader_addr = x
-    if type(x := spec.leader_port) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := spec.leader_port) is not int:
         raise _bad("spec.leader_port", x)
     m.leader_port = x
     for i in (x := spec.gpu_indices):
-        if type(i) is not int or not -2147483648 <= i <= 2147483647:
+        if type(i) is not int:
             raise _bad("spec.gpu_indices", x)
     if x:
         m.gpu_indices.extend(x)
@@ -591,13 +593,13 @@ def command_to_wire(c: ShardCommand) -> Any:  # noqa: PLR0912, PLR0915
     if not isinstance(x := spec.mgmt_interface, str):
         raise _bad("spec.mgmt_interface", x)
     m.mgmt_interface = x
-    if type(x := spec.http_port) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := spec.http_port) is not int:
         raise _bad("spec.http_port", x)
     m.http_port = x
     if not isinstance(x := spec.api_key, str):
         raise _bad("spec.api_key", "<redacted>")
     m.api_key = x
-    if type(x := spec.threads) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := spec.threads) is not int:
         raise _bad("spec.threads", x)
     m.cpu_threads = x
     if spec.compute is not None:
@@ -614,16 +616,16 @@ def command_to_wire(c: ShardCommand) -> Any:  # noqa: PLR0912, PLR0915
     if not isinstance(x := p.gpu_class, str):
         raise _bad("profile.gpu_class", x)
     w.gpu_class = x
-    if type(x := p.tp) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := p.tp) is not int:
         raise _bad("profile.tp", x)
     w.tp = x
-    if type(x := p.pp) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := p.pp) is not int:
         raise _bad("profile.pp", x)
     w.pp = x
-    if type(x := p.gpus_per_node) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := p.gpus_per_node) is not int:
         raise _bad("profile.gpus_per_node", x)
     w.gpus_per_node = x
-    if type(x := p.nodes) is not int or not -2147483648 <= x <= 2147483647:
+    if type(x := p.nodes) is not int:
         raise _bad("profile.nodes", x)
     w.nodes = x
     for i in (x := p.args):
@@ -655,7 +657,7 @@ def command_to_wire(c: ShardCommand) -> Any:  # noqa: PLR0912, PLR0915
     if type(timeout) is not dt.timedelta:
         raise _bad("startup_timeout", timeout)
     ms, rest = divmod(timeout, _MS)
-    if rest or not -(2**63) <= ms <= 2**63 - 1:
+    if rest:
         raise _bad("startup_timeout", timeout)
     m.startup_timeout_ms = ms
     return m

@@ -71,6 +71,10 @@ class Backend:
         """Source: a map field as a new dict."""
         raise NotImplementedError
 
+    def check(self, kind: str, var: str) -> str:
+        """Source: true when `var` cannot be carried by a wire scalar of `kind`."""
+        return _rules._check_source(kind, var)
+
     def sequence(self, value: str) -> str:
         """Source: a domain sequence as the wire takes it, iterable more than once."""
         raise NotImplementedError
@@ -168,6 +172,14 @@ class Upb(Backend):
     def str_map(self, g: StructureGen, wire: str) -> str:
         # Key by key is twice as fast as dict() over upb's map container.
         return f"_str_map({g.m}.{wire})"
+
+    def check(self, kind: str, var: str) -> str:
+        if kind in _rules.INT_RANGES:
+            # upb refuses an int out of its field's range itself (ValueError,
+            # which the explaining walk then names); a bool or an int
+            # subclass it would take, so the type is still ours to check.
+            return f"type({var}) is not int"
+        return _rules._check_source(kind, var)
 
     def sequence(self, value: str) -> str:
         # upb copies what it is given; tuple() is free on the domain's tuples.
@@ -340,6 +352,9 @@ class UnstructureGen:
         name = f"_sub{len(self.placeholders)}_"
         self.placeholders[name] = sub
         return name
+
+    def check(self, kind: str, var: str) -> str:
+        return self.backend.check(kind, var)
 
     def sequence(self, value: str) -> str:
         return self.backend.sequence(value)

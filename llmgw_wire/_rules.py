@@ -135,7 +135,7 @@ class Scalar(Rule):
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         var = g.local(f"{obj}.{self.attr}")
-        g.stmt(f"if {_check_source(self.kind, var)}: raise _Invalid")
+        g.stmt(f"if {g.check(self.kind, var)}: raise _Invalid")
         return [(self.wire, var)]
 
     def explain(self, value: object, path: Path) -> None:
@@ -160,7 +160,7 @@ class Repeated(Rule):
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         var = g.local(g.sequence(f"{obj}.{self.attr}"))
-        g.stmt(f"for _x in {var}:\n    if {_check_source(self.kind, '_x')}: raise _Invalid")
+        g.stmt(f"for _x in {var}:\n    if {g.check(self.kind, '_x')}: raise _Invalid")
         return [(self.wire, var)]
 
     def explain(self, value: object, path: Path) -> None:

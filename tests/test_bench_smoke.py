@@ -125,5 +125,6 @@ def test_the_hand_written_mappings_refuse_what_the_library_refuses(model: type, 
         encode(bad)
     with pytest.raises(ValueError, match="cannot encode"):
         bp2_out(bad)
-    with pytest.raises(ValueError, match="cannot encode"):
+    # Out of range, upb's own ValueError; anything else, the mapping's.
+    with pytest.raises(ValueError, match=r"cannot encode|out of range"):
         pb_out(bad)
