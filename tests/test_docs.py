@@ -1,4 +1,9 @@
-"""The documentation site builds without warnings, its examples run, its references are whole."""
+"""The documentation site builds without warnings, its examples run, its references are whole.
+
+Every name a public module exports has a docstring, as the API reference reads
+it: classes and functions their own, constants a `#:` comment on the line
+above them (Sphinx's convention, which griffe-sphinx reads for mkdocstrings).
+"""
 
 from __future__ import annotations
 
