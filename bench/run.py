@@ -521,6 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "bound": t.bound,
                     "at_least": t.at_least,
                     "met": t.met,
+                    "context": t.context,
                 }
                 for t in results
             ],
