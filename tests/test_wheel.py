@@ -36,7 +36,8 @@ def test_the_wheel_carries_the_package_and_nothing_else(dist: Path) -> None:
     from llmgw_wire import __version__
 
     wheel = _one(dist, f"llmgw_wire-{__version__}-py3-none-any.whl")
-    names = set(zipfile.ZipFile(wheel).namelist())
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
     for needed in (
         "llmgw_wire/py.typed",
         "llmgw_wire/_gen/llmgw/v1/__init__.py",
@@ -53,7 +54,8 @@ def test_the_sdist_carries_the_schema_and_the_tests(dist: Path) -> None:
     from llmgw_wire import __version__
 
     sdist = _one(dist, f"llmgw_wire-{__version__}.tar.gz")
-    names = {n.split("/", 1)[1] for n in tarfile.open(sdist).getnames() if "/" in n}
+    with tarfile.open(sdist) as archive:
+        names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
     assert {"proto/llmgw/v1/node.proto", "pyproject.toml", "tests/test_laws.py"} <= names
 
 
