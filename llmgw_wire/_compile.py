@@ -14,9 +14,10 @@ order, which CPython binds faster than keywords; each line carries the
 attribute's name as a comment. betterproto2 messages are dataclasses, built
 by keyword. Google's upb messages are filled in place: a field assignment is
 cheaper than a constructor keyword, sub-messages are filled where they live
-(`parent.field.add()`) rather than built and copied in, and empty repeated
+(`parent.field.add()`) rather than built and copied in, empty repeated
 fields and maps are not touched at all, since even an empty one costs upb a
-container.
+container, and an int's range is left to upb, which refuses one that does not
+fit its field.
 """
 
 from __future__ import annotations
