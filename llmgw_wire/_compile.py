@@ -108,7 +108,8 @@ class Betterproto2(Backend):
         return f"(None if (_v := {g.m}.{wire}) is None else {fn}(_v))"
 
     def required_message(self, g: StructureGen, wire: str, fn: str, domain: type) -> str:
-        return f"({g.const(domain())} if (_v := {g.m}.{wire}) is None else {fn}(_v))"
+        # A fresh zero value each time: a shared one would share its dicts.
+        return f"({g.const(domain)}() if (_v := {g.m}.{wire}) is None else {fn}(_v))"
 
     def repeated(self, g: StructureGen, wire: str) -> str:
         return f"{g.m}.{wire}"
@@ -164,7 +165,7 @@ class Upb(Backend):
         return f"({fn}({g.m}.{wire}) if {g.m}.HasField({wire!r}) else None)"
 
     def required_message(self, g: StructureGen, wire: str, fn: str, domain: type) -> str:
-        return f"({fn}({g.m}.{wire}) if {g.m}.HasField({wire!r}) else {g.const(domain())})"
+        return f"({fn}({g.m}.{wire}) if {g.m}.HasField({wire!r}) else {g.const(domain)}())"
 
     def repeated(self, g: StructureGen, wire: str) -> str:
         # A slice is one C call; iterating the container is one per item.

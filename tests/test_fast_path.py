@@ -18,7 +18,7 @@ values cannot reach:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -46,6 +46,9 @@ from llmgw_wire.codec import _reaches_map, wire_class
 from llmgw_wire.laws import MODELS
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.sample import sample_command, sample_registration
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 REGISTER: Any = CLASSES["llmgw.v1.Register"]
 START_SHARD: Any = CLASSES["llmgw.v1.StartShard"]
@@ -242,6 +245,19 @@ def test_a_required_sub_message_is_sent_even_when_empty() -> None:
     assert v1.Register.parse(encode(Node())).host == v1.Host()
     start = START_SHARD.FromString(encode(ShardCommand()))
     assert start.HasField("profile")
+
+
+def test_an_absent_required_sub_message_decodes_as_a_fresh_zero_value() -> None:
+    """Never one shared default: its dicts would be shared by every value decoded."""
+    readers: list[Callable[[], ShardCommand]] = [
+        lambda: decode(b"", ShardCommand),
+        lambda: converter.structure(v1.StartShard(), ShardCommand),
+    ]
+    for read in readers:
+        first, second = read(), read()
+        first.spec.profile.env["changed"] = "yes"
+        assert second.spec.profile.env == {}
+        assert read().spec.profile.env == {}
 
 
 def test_domain_values_are_built_positionally_only_when_the_order_is_theirs() -> None:
