@@ -181,6 +181,9 @@ class Upb(Backend):
             # which the explaining walk then names); a bool or an int
             # subclass it would take, so the type is still ours to check.
             return f"type({var}) is not int"
+        if kind == "string":
+            # upb refuses a string it cannot encode as UTF-8 itself.
+            return f"not isinstance({var}, str)"
         return _rules._check_source(kind, var)
 
     def sequence(self, value: str) -> str:
@@ -259,6 +262,7 @@ class _Namespace:
     def __init__(self, backend: Backend) -> None:
         self.globals: dict[str, Any] = {
             "_Invalid": _rules._Invalid,
+            "_utf8_ok": _rules.utf8_ok,
             "_FAILED": State.FAILED,
             "_state_from_wire": {n: s for s, n in STATE_NUMBERS.items()},
             "_state_to_wire": dict(backend.state_values),

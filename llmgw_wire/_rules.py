@@ -42,19 +42,37 @@ class _Invalid(Exception):  # noqa: N818 - a private signal, never seen by users
     """Raised by generated code; the codec re-walks the value to explain it."""
 
 
+def utf8_ok(text: str) -> bool:
+    """Whether `text` encodes as UTF-8: no lone surrogates, which proto3 strings cannot hold."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def scalar_ok(kind: str, value: object) -> bool:
     """Whether `value` can be carried by a wire scalar of `kind` as it is."""
     if kind == "string":
-        return isinstance(value, str)
+        return isinstance(value, str) and utf8_ok(value)
     if kind == "bool":
         return type(value) is bool
     lo, hi = INT_RANGES[kind]
     return type(value) is int and lo <= value <= hi
 
 
+def expected(kind: str, value: object) -> str:
+    """What a wire scalar of `kind` expected, for the error about `value`."""
+    if kind == "string" and isinstance(value, str):
+        return "a string that is valid UTF-8 (no lone surrogates)"
+    return kind
+
+
 def _check_source(kind: str, var: str) -> str:
     if kind == "string":
-        return f"not isinstance({var}, str)"
+        return f"not isinstance({var}, str) or not ({var}.isascii() or _utf8_ok({var}))"
     if kind == "bool":
         return f"type({var}) is not bool"
     lo, hi = INT_RANGES[kind]
@@ -140,7 +158,7 @@ class Scalar(Rule):
 
     def explain(self, value: object, path: Path) -> None:
         if not scalar_ok(self.kind, value):
-            raise EncodeError(self.kind, value, path)
+            raise EncodeError(expected(self.kind, value), value, path)
 
     def describe(self) -> str:
         if self.kind in INT_RANGES:
@@ -168,7 +186,7 @@ class Repeated(Rule):
             raise EncodeError(f"a sequence of {self.kind}", value, path)
         for i, item in enumerate(value):
             if not scalar_ok(self.kind, item):
-                raise EncodeError(self.kind, item, (*path, i))
+                raise EncodeError(expected(self.kind, item), item, (*path, i))
 
     def describe(self) -> str:
         return f"repeated {self.kind} as a tuple; empty is ()"
@@ -185,7 +203,7 @@ class StrMap(Rule):
         var = g.local(g.mapping(f"{obj}.{self.attr}"))
         g.stmt(
             f"for _k, _x in {var}.items():\n"
-            "    if not isinstance(_k, str) or not isinstance(_x, str): raise _Invalid"
+            f"    if {g.check('string', '_k')} or {g.check('string', '_x')}: raise _Invalid"
         )
         return [(self.wire, var)]
 
@@ -193,10 +211,10 @@ class StrMap(Rule):
         if not hasattr(value, "items"):
             raise EncodeError("a mapping of string to string", value, path)
         for key, item in value.items():
-            if not isinstance(key, str):
-                raise EncodeError("string", key, (*path, f"<key {key!r}>"))
-            if not isinstance(item, str):
-                raise EncodeError("string", item, (*path, key))
+            if not scalar_ok("string", key):
+                raise EncodeError(expected("string", key), key, (*path, f"<key {key!r}>"))
+            if not scalar_ok("string", item):
+                raise EncodeError(expected("string", item), item, (*path, key))
 
     def describe(self) -> str:
         return "map<string, string> as a dict; empty is {}"

@@ -77,6 +77,15 @@ CASES = [
         "Expected `string`, got 7 - at `$.gpus[3].uuid`",
     ),
     (
+        Node(id="\ud800"),
+        "Expected `a string that is valid UTF-8 (no lone surrogates)`, got '\\ud800' - at `$.id`",
+    ),
+    (
+        Node(labels={"zone": "dc1-\udcff"}),
+        "Expected `a string that is valid UTF-8 (no lone surrogates)`, "
+        "got 'dc1-\\udcff' - at `$.labels.zone`",
+    ),
+    (
         _node_with_gpu(index=True),
         "Expected `int32`, got True - at `$.gpus[3].index`",
     ),
