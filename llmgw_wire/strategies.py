@@ -36,6 +36,7 @@ and `mutated_bytes(T)` corrupted bytes for what reads from the network.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -112,6 +113,22 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+F = TypeVar("F", bound="Callable[..., SearchStrategy[Any]]")
+
+
+def _cached(fn: F) -> F:
+    """Build each strategy once per arguments: composites draw from them in loops."""
+    memo: dict[object, SearchStrategy[Any]] = {}
+
+    @functools.wraps(fn)
+    def cached(*args: Any, **kwargs: Any) -> SearchStrategy[Any]:
+        key = (args, tuple(sorted(kwargs.items())))
+        if key not in memo:
+            memo[key] = fn(*args, **kwargs)
+        return memo[key]
+
+    return cached  # type: ignore[return-value]
+
 
 #: The wire numbers of `ShardStatus.State` this version knows (STATE_PENDING..STATE_FAILED).
 KNOWN_STATE_NUMBERS = frozenset(range(1, 8))
@@ -123,6 +140,7 @@ _MAX_SLICES = 7
 # --- scalars ----------------------------------------------------------------------
 
 
+@_cached
 def texts(max_size: int = 24) -> SearchStrategy[str]:
     """Strings the wire carries: any Unicode that encodes to UTF-8 (no lone surrogates).
 
@@ -134,9 +152,10 @@ def texts(max_size: int = 24) -> SearchStrategy[str]:
         def test_any_detail_crosses_the_wire(detail):
             assert decode(encode(Ack(detail=detail)), Ack).detail == detail
     """
-    return st.text(st.characters(codec="utf-8"), max_size=max_size)
+    return st.text(st.characters(exclude_categories=["Cs"]), max_size=max_size)
 
 
+@_cached
 def int32s() -> SearchStrategy[int]:
     """Any int an int32 wire field carries, extremes included.
 
@@ -152,6 +171,7 @@ def int32s() -> SearchStrategy[int]:
     return st.integers(lo, hi)
 
 
+@_cached
 def int64s() -> SearchStrategy[int]:
     """Any int an int64 wire field carries, extremes included.
 
@@ -168,6 +188,7 @@ def int64s() -> SearchStrategy[int]:
     return st.integers(lo, hi)
 
 
+@_cached
 def unknown_state_numbers() -> SearchStrategy[int]:
     """Wire state numbers this version does not know: 0 (unspecified) and any int32 beyond 1..7.
 
@@ -184,6 +205,7 @@ def unknown_state_numbers() -> SearchStrategy[int]:
     return int32s().filter(lambda n: n not in KNOWN_STATE_NUMBERS)
 
 
+@_cached
 def states() -> SearchStrategy[State]:
     """Shard states.
 
@@ -240,7 +262,12 @@ def _build(cls: type[T], **overrides: SearchStrategy[Any]) -> SearchStrategy[T]:
 
 
 def _by_annotation(annotation: object) -> SearchStrategy[Any]:
-    by_type: dict[object, SearchStrategy[Any]] = {
+    return _annotation_strategies()[annotation]
+
+
+@functools.cache
+def _annotation_strategies() -> dict[object, SearchStrategy[Any]]:
+    return {
         str: texts(),
         int: int32s(),
         bool: st.booleans(),
@@ -248,12 +275,12 @@ def _by_annotation(annotation: object) -> SearchStrategy[Any]:
         tuple[int, ...]: _small_list(int32s(), 8),
         dict[str, str]: _str_maps(),
     }
-    return by_type[annotation]
 
 
 # --- discovery ----------------------------------------------------------------------
 
 
+@_cached
 def hosts() -> SearchStrategy[Host]:
     """Hosts, with a handful of CPU flags.
 
@@ -268,6 +295,7 @@ def hosts() -> SearchStrategy[Host]:
     return _build(Host)
 
 
+@_cached
 def gpu_fabrics() -> SearchStrategy[GPUFabric]:
     """NVLink fabric memberships; `state` is never empty (empty means no fabric).
 
@@ -280,6 +308,7 @@ def gpu_fabrics() -> SearchStrategy[GPUFabric]:
     return _build(GPUFabric, state=texts().filter(bool))
 
 
+@_cached
 def gpu_healths() -> SearchStrategy[GPUHealth]:
     """GPU health readings: ECC errors, temperature, problems found.
 
@@ -294,6 +323,7 @@ def gpu_healths() -> SearchStrategy[GPUHealth]:
     return _build(GPUHealth)
 
 
+@_cached
 def mig_devices() -> SearchStrategy[MIGDevice]:
     """MIG slices' parentage, any values (see `nodes` for slices consistent with a node).
 
@@ -308,6 +338,7 @@ def mig_devices() -> SearchStrategy[MIGDevice]:
     return _build(MIGDevice)
 
 
+@_cached
 def gpus(*, mig: bool | None = None, fabric: bool | None = None) -> SearchStrategy[GPU]:
     """GPUs, on their own: a whole card, or a MIG slice when `mig` is set.
 
@@ -332,6 +363,7 @@ def gpus(*, mig: bool | None = None, fabric: bool | None = None) -> SearchStrate
     )
 
 
+@_cached
 def imexes() -> SearchStrategy[IMEX]:
     """IMEX daemon states.
 
@@ -346,6 +378,7 @@ def imexes() -> SearchStrategy[IMEX]:
     return _build(IMEX)
 
 
+@_cached
 def local_weights() -> SearchStrategy[LocalWeights]:
     """Weights on disk, sizes in bytes over the whole int64 range.
 
@@ -360,6 +393,7 @@ def local_weights() -> SearchStrategy[LocalWeights]:
     return _build(LocalWeights, size_bytes=int64s())
 
 
+@_cached
 def storages() -> SearchStrategy[Storage]:
     """Filesystems, sizes in bytes over the whole int64 range.
 
@@ -374,6 +408,7 @@ def storages() -> SearchStrategy[Storage]:
     return _build(Storage, free_bytes=int64s(), total_bytes=int64s())
 
 
+@_cached
 def fabric_attachments() -> SearchStrategy[FabricAttachment]:
     """Network fabric attachments (InfiniBand, RoCE) with their HCAs.
 
@@ -435,6 +470,7 @@ def _check_max_gpus(max_gpus: int, mig: bool | None) -> None:
         raise ValueError(f"max_gpus={max_gpus} leaves no card to split into MIG slices")
 
 
+@_cached
 def nodes(
     *, max_gpus: int = 8, mig: bool | None = None, fabric: bool | None = None
 ) -> SearchStrategy[Node]:
@@ -467,6 +503,7 @@ def nodes(
     )
 
 
+@_cached
 def inventories(
     *, max_gpus: int = 8, mig: bool | None = None, fabric: bool | None = None
 ) -> SearchStrategy[Inventory]:
@@ -496,6 +533,7 @@ def inventories(
 # --- shards -------------------------------------------------------------------------
 
 
+@_cached
 def computes() -> SearchStrategy[Compute]:
     """Compute placements: a backend, devices, layers offloaded of total.
 
@@ -510,6 +548,20 @@ def computes() -> SearchStrategy[Compute]:
     return _build(Compute)
 
 
+@functools.cache
+def _shards(compute: bool | None) -> SearchStrategy[AdoptedShard]:
+    """Adopted shards but for their node and GPUs, which `_adopted` draws."""
+    return _build(
+        AdoptedShard,
+        node_id=st.just(""),
+        rank=st.sampled_from([0, 0, 1, 2]) | int32s(),
+        gpu_indices=st.just(()),
+        state=states(),
+        compute=_optional(compute, computes()),
+        endpoint=st.none(),
+    )
+
+
 @st.composite
 def _adopted(
     draw: st.DrawFn,
@@ -517,23 +569,15 @@ def _adopted(
     compute: bool | None,
     gpu_indices: SearchStrategy[tuple[int, ...]],
 ) -> AdoptedShard:
-    shard = draw(
-        _build(
-            AdoptedShard,
-            node_id=node_id,
-            rank=st.sampled_from([0, 0, 1, 2]) | int32s(),
-            gpu_indices=gpu_indices,
-            state=states(),
-            compute=_optional(compute, computes()),
-            endpoint=st.none(),
-        )
-    )
+    shard = draw(_shards(compute))
+    shard = attrs.evolve(shard, node_id=draw(node_id), gpu_indices=draw(gpu_indices))
     if shard.rank == 0 and draw(st.booleans()):
         leader = draw(texts().filter(bool))
         shard = attrs.evolve(shard, endpoint=f"http://{leader}:{shard.http_port}")
     return shard
 
 
+@_cached
 def adopted_shards(
     node_id: SearchStrategy[str] | None = None, *, compute: bool | None = None
 ) -> SearchStrategy[AdoptedShard]:
@@ -576,6 +620,7 @@ def _registrations(
     return Registration(node, draw(_small_list(shard, max_shards)))
 
 
+@_cached
 def registrations(
     *,
     max_gpus: int = 8,
@@ -601,6 +646,7 @@ def registrations(
     return _registrations(max_gpus, max_shards, mig, fabric, compute)
 
 
+@_cached
 def adapters() -> SearchStrategy[Adapter]:
     """LoRA adapters.
 
@@ -615,6 +661,7 @@ def adapters() -> SearchStrategy[Adapter]:
     return _build(Adapter)
 
 
+@_cached
 def profiles() -> SearchStrategy[Profile]:
     """Engine profiles, with up to 3 adapters.
 
@@ -629,6 +676,7 @@ def profiles() -> SearchStrategy[Profile]:
     return _build(Profile, adapters=_small_list(adapters(), 3))
 
 
+@_cached
 def shard_specs(*, compute: bool | None = None) -> SearchStrategy[ShardSpec]:
     """Shard specs; `compute=False` for those a `StartShard` carries (it has no compute).
 
@@ -660,6 +708,7 @@ def _commands(draw: st.DrawFn) -> ShardCommand:
     )
 
 
+@_cached
 def shard_commands() -> SearchStrategy[ShardCommand]:
     """Start commands, consistent with their spec (one wire field holds both copies).
 
@@ -675,6 +724,7 @@ def shard_commands() -> SearchStrategy[ShardCommand]:
     return _commands()
 
 
+@_cached
 def stop_commands() -> SearchStrategy[StopCommand]:
     """Stop commands, grace periods of any whole millisecond (negative ones too).
 
@@ -689,6 +739,7 @@ def stop_commands() -> SearchStrategy[StopCommand]:
     return _build(StopCommand, grace=_millis_deltas())
 
 
+@_cached
 def shard_reports(*, compute: bool | None = None) -> SearchStrategy[ShardReport]:
     """Shard state reports; `compute` as in `adopted_shards`.
 
@@ -703,6 +754,7 @@ def shard_reports(*, compute: bool | None = None) -> SearchStrategy[ShardReport]
     return _build(ShardReport, state=states(), compute=_optional(compute, computes()))
 
 
+@_cached
 def heartbeats() -> SearchStrategy[Heartbeat]:
     """Heartbeats, timestamps in UTC to the millisecond, years 1 to 9999.
 
@@ -717,6 +769,7 @@ def heartbeats() -> SearchStrategy[Heartbeat]:
     return _build(Heartbeat, sent_at=_epoch_datetimes())
 
 
+@_cached
 def acks() -> SearchStrategy[Ack]:
     """Acknowledgements of registrations.
 
@@ -797,6 +850,7 @@ def _with_states(
     return message
 
 
+@_cached
 def wire_messages(
     cls: type[Any], *, unknown_states: bool | None = False, **options: Any
 ) -> SearchStrategy[Any]:
@@ -827,6 +881,7 @@ def wire_messages(
     return _with_states(messages, _STATE_FIELDS[cls], unknown_states)
 
 
+@_cached
 def agent_messages() -> SearchStrategy[Any]:
     """`v1.AgentMessage` envelopes: a registration, a shard report or a heartbeat.
 
@@ -853,6 +908,7 @@ def agent_messages() -> SearchStrategy[Any]:
     )
 
 
+@_cached
 def control_messages() -> SearchStrategy[Any]:
     """`v1.ControlMessage` envelopes: a start or stop command or an ack, or (rarely) none.
 
@@ -900,6 +956,7 @@ def _mutated(draw: st.DrawFn, valid: SearchStrategy[bytes], max_mutations: int) 
     return bytes(data)
 
 
+@_cached
 def mutated_bytes(cls: type[Any], *, max_mutations: int = 3) -> SearchStrategy[bytes]:
     """Bytes that start as a valid wire message for `cls` and are then corrupted.
 
