@@ -71,6 +71,17 @@ fixtures: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
 
+## fuzz: every round-trip law, long: rounds of FUZZ_EXAMPLES inputs per law and
+## model until FUZZ_SECONDS have passed, each round with a fresh seed (FUZZ_SEED
+## fixes the first; a random one is printed); a failure prints its minimal input
+## and the command that reproduces it. The command sets its own hypothesis
+## settings; HYPOTHESIS_PROFILE is for pytest.
+FUZZ_SECONDS  ?= 1800
+FUZZ_EXAMPLES ?= 1000
+fuzz: $(STAMP)
+	$(BIN)/llmgw-wire fuzz --seconds $(FUZZ_SECONDS) --examples $(FUZZ_EXAMPLES) \
+		$(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
+
 ## load: one control plane and 1,000 agents on loopback; fails on anything lost
 load: $(STAMP)
 	$(BIN)/python bench/load.py
