@@ -117,11 +117,18 @@ F = TypeVar("F", bound="Callable[..., SearchStrategy[Any]]")
 
 
 def _cached(fn: F) -> F:
-    """Build each strategy once per arguments: composites draw from them in loops."""
+    """Build each strategy once per arguments: composites draw from them in loops.
+
+    Only plain arguments (options, sizes, classes) make a key; a call given a
+    strategy (`adopted_shards(st.just(...))`) builds a new one each time.
+    """
     memo: dict[object, SearchStrategy[Any]] = {}
 
     @functools.wraps(fn)
     def cached(*args: Any, **kwargs: Any) -> SearchStrategy[Any]:
+        values = (*args, *kwargs.values())
+        if not all(v is None or isinstance(v, (bool, int, str, type)) for v in values):
+            return fn(*args, **kwargs)
         key = (args, tuple(sorted(kwargs.items())))
         if key not in memo:
             memo[key] = fn(*args, **kwargs)
