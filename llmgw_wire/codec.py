@@ -15,7 +15,7 @@ wrong.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, overload
 
 import cattrs
@@ -226,23 +226,19 @@ def _make_encoder(
     # Deterministic serialisation only orders map entries, and its keyword
     # alone doubles upb's cost on a small message: asked for only where a map
     # can occur.
-    def encode_sorted(value: Any) -> bytes:
+    serialize = message_class.SerializeToString
+    if deterministic:
+        serialize = partial(serialize, deterministic=True)
+
+    def encode(value: Any) -> bytes:
         message = message_class()
         try:
             fill(value, message)
         except _REFUSED as exc:
             raise _explain_encode(value, domain, exc) from None
-        return message.SerializeToString(deterministic=True)  # type: ignore[no-any-return]
+        return serialize(message)  # type: ignore[no-any-return]
 
-    def encode_plain(value: Any) -> bytes:
-        message = message_class()
-        try:
-            fill(value, message)
-        except _REFUSED as exc:
-            raise _explain_encode(value, domain, exc) from None
-        return message.SerializeToString()  # type: ignore[no-any-return]
-
-    return encode_sorted if deterministic else encode_plain
+    return encode
 
 
 def _reaches_map(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
