@@ -6,7 +6,14 @@ conversions map one to the other, and `encode`/`decode` go to and from bytes.
 """
 
 from llmgw_wire._version import __version__
-from llmgw_wire.codec import DEFAULT_MAX_SIZE, converter, decode, encode, make_converter
+from llmgw_wire.codec import (
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_SIZE,
+    converter,
+    decode,
+    encode,
+    make_converter,
+)
 from llmgw_wire.conversions import (
     adopted_from_register,
     command_from_start_shard,
@@ -50,6 +57,7 @@ from llmgw_wire.jsoncodec import from_json, json_converter, make_json_converter,
 from llmgw_wire.state import ShardState, load_shard_state, save_shard_state
 
 __all__ = [
+    "DEFAULT_MAX_ITEMS",
     "DEFAULT_MAX_SIZE",
     "GPU",
     "IMEX",

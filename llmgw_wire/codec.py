@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import betterproto2
 
 __all__ = [
+    "DEFAULT_MAX_ITEMS",
     "DEFAULT_MAX_SIZE",
     "converter",
     "decode",
@@ -45,6 +46,18 @@ T = TypeVar("T")
 
 #: The largest message `decode` accepts by default: gRPC's default limit.
 DEFAULT_MAX_SIZE = 4 * 1024 * 1024
+
+#: The most elements of repeated message and map fields (GPUs, shards, labels,
+#: ...) `decode` accepts by default in one message. An empty element is two
+#: bytes on the wire but a whole object in memory, so the size limit alone
+#: would let 4 MiB of input take gigabytes; this keeps memory in proportion.
+DEFAULT_MAX_ITEMS = 10_000
+
+# Inputs larger than this are counted on a skeleton parse (repeated messages
+# as bytes) before the real parse, which alone costs upb ~130 bytes of memory
+# per input byte of empty elements. Below it, that cost is small and the
+# count runs on the parsed message.
+_COUNT_FIRST_ABOVE = 64 * 1024
 
 # Exceptions a compiled function lets through for a value it cannot convert;
 # the explaining walk then says which attribute and why.
@@ -251,38 +264,74 @@ def _reaches_map(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
     return False
 
 
-def _parse(data: bytes | bytearray | memoryview, name: str, max_size: int) -> Any:
+def _parse(
+    data: bytes | bytearray | memoryview,
+    name: str,
+    max_size: int = DEFAULT_MAX_SIZE,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> Any:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"expected bytes, got {type(data).__name__}")
     raw = bytes(data)
     if len(raw) > max_size:
         raise DecodeError(name, f"{len(raw)} bytes is over the limit of {max_size}")
-    message = _pb.CLASSES[name]()
+    if len(raw) > _COUNT_FIRST_ABOVE:
+        _check_items(_parse_as(_pb.SKELETONS[name], raw, name), name, max_items)
+    message = _parse_as(_pb.CLASSES[name], raw, name)
+    _check_items(message, name, max_items)
+    return message
+
+
+def _parse_as(message_class: Any, raw: bytes, name: str) -> Any:
+    message = message_class()
     try:
         message.ParseFromString(raw)
     except _PbDecodeError as exc:
         # upb says only that something is wrong; the scanner says what and where.
-        problem = _strict.diagnose(raw, message.DESCRIPTOR)
+        problem = _strict.diagnose(raw, _pb.CLASSES[name].DESCRIPTOR)  # type: ignore[attr-defined]
         if problem is None:
             raise DecodeError(name, str(exc) or "malformed bytes") from None
         raise DecodeError(name, problem.reason, problem.path) from None
     return message
 
 
+def _check_items(message: Any, name: str, max_items: int) -> None:
+    items = _pb.item_count(message)
+    if items > max_items:
+        reason = f"{items} elements of repeated fields is over the limit of {max_items}"
+        raise DecodeError(name, reason)
+
+
 @overload
 def decode(
-    data: bytes | bytearray | memoryview, into: type[betterproto2.Message], *, max_size: int = ...
+    data: bytes | bytearray | memoryview,
+    into: type[betterproto2.Message],
+    *,
+    max_size: int = ...,
+    max_items: int = ...,
 ) -> Any: ...
 @overload
-def decode(data: bytes | bytearray | memoryview, into: type[T], *, max_size: int = ...) -> T: ...
 def decode(
-    data: bytes | bytearray | memoryview, into: type[T], *, max_size: int = DEFAULT_MAX_SIZE
+    data: bytes | bytearray | memoryview,
+    into: type[T],
+    *,
+    max_size: int = ...,
+    max_items: int = ...,
+) -> T: ...
+def decode(
+    data: bytes | bytearray | memoryview,
+    into: type[T],
+    *,
+    max_size: int = DEFAULT_MAX_SIZE,
+    max_items: int = DEFAULT_MAX_ITEMS,
 ) -> T:
     """Parse the wire message for `into` from `data` and return it as a domain value.
 
     `into` is a domain model (`Node`, `Registration`, `ShardCommand`, ...) or
     a `llmgw_wire.v1` message class. Parsing is strict: malformed bytes,
-    invalid UTF-8 and messages over `max_size` bytes raise `DecodeError`.
+    invalid UTF-8, messages over `max_size` bytes and messages with more than
+    `max_items` elements of repeated message and map fields raise
+    `DecodeError`, so memory stays in proportion to the input.
 
     Raises:
         DecodeError: the bytes are not a valid message of that type.
@@ -293,11 +342,11 @@ def decode(
     if wire_name is not None:
         # Parsed strictly first; betterproto2 then reads the canonical bytes.
         canonical = _strict.canonical_for_betterproto2(
-            _parse(data, wire_name, max_size), data, wire_name
+            _parse(data, wire_name, max_size, max_items), data, wire_name
         )
         return into.parse(canonical)  # type: ignore[attr-defined,no-any-return]
     name, structure = _upb_decoders().get(into) or _not_top_level(into)
-    message = _parse(data, name, max_size)
+    message = _parse(data, name, max_size, max_items)
     try:
         return structure(message)  # type: ignore[no-any-return]
     except _REFUSED as exc:

@@ -14,6 +14,8 @@ where betterproto2 would store the value in the typed field.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ from rawwire import (
 
 import llmgw_wire
 from llmgw_wire import (
+    DEFAULT_MAX_ITEMS,
     DEFAULT_MAX_SIZE,
     GPU,
     Ack,
@@ -216,6 +219,85 @@ def test_the_size_limit_is_configurable() -> None:
     assert refusal(data, v1.Ack, max_size=4) == (
         f"Invalid `llmgw.v1.Ack`: {len(data)} bytes is over the limit of 4"
     )
+
+
+# --- memory in proportion to the input ---------------------------------------------
+
+EMPTY_GPU = tag(14, 2) + varint(0)
+
+
+def test_the_item_limit() -> None:
+    assert DEFAULT_MAX_ITEMS == 10_000
+    at_limit = EMPTY_GPU * DEFAULT_MAX_ITEMS
+    assert len(decode(at_limit, Node).gpus) == DEFAULT_MAX_ITEMS
+    assert len(decode(at_limit, v1.Register).gpus) == DEFAULT_MAX_ITEMS
+    assert both_refuse(at_limit + EMPTY_GPU) == (
+        "Invalid `llmgw.v1.Register`: 10001 elements of repeated fields is over the limit of 10000"
+    )
+
+
+def test_the_item_limit_is_configurable_and_counts_every_repeated_message_field() -> None:
+    data = encode(sample_registration())
+    # 10 GPUs, 2 weights, 2 storages, 2 fabrics, 2 shards, 3 labels, 3 engine versions.
+    assert decode(data, Registration, max_items=24) == sample_registration()
+    assert refusal(data, Registration, max_items=23) == (
+        "Invalid `llmgw.v1.Register`: 24 elements of repeated fields is over the limit of 23"
+    )
+
+
+def test_the_item_limit_reaches_through_singular_sub_messages() -> None:
+    adapters = ld(11, (tag(12, 2) + varint(0)) * 4)  # StartShard.profile.adapters
+    assert len(decode(adapters, ShardCommand).spec.profile.adapters) == 4
+    assert refusal(adapters, ShardCommand, max_items=3) == (
+        "Invalid `llmgw.v1.StartShard`: 4 elements of repeated fields is over the limit of 3"
+    )
+
+
+def test_no_repeated_message_is_nested_in_another() -> None:
+    """The item count does not look inside repeated elements: the schema must not need it.
+
+    A map inside one (a GPU's `nic_paths`) is fine: its entries collapse onto
+    distinct keys, which each cost bytes on the wire.
+    """
+
+    def repeated_messages(descriptor: Any, seen: frozenset[str] = frozenset()) -> list[str]:
+        found = []
+        for field in descriptor.fields:
+            sub = field.message_type
+            if sub is None or sub.full_name in seen or sub.GetOptions().map_entry:
+                continue
+            if field.is_repeated:
+                found.append(f"{descriptor.full_name}.{field.name}")
+            found += repeated_messages(sub, seen | {descriptor.full_name})
+        return found
+
+    for message in CLASSES.values():
+        for field in message.DESCRIPTOR.fields:  # type: ignore[attr-defined]
+            sub = field.message_type
+            if field.is_repeated and sub is not None and not sub.GetOptions().map_entry:
+                assert repeated_messages(sub) == [], field.full_name
+
+
+def test_four_mib_of_empty_elements_take_little_memory() -> None:
+    """Without the limit, upb alone takes ~530 MiB for this input and the domain gigabytes."""
+    script = (
+        "import resource, llmgw_wire as w\n"
+        "data = b'\\x72\\x00' * (2 * 1024 * 1024 - 8)\n"
+        "w.decode(b'', w.Registration)\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "for into in (w.Registration, w.v1.Register):\n"
+        "    try:\n"
+        "        w.decode(data, into)\n"
+        "    except w.DecodeError as e:\n"
+        "        assert 'over the limit of 10000' in str(e), e\n"
+        "    else:\n"
+        "        raise AssertionError('accepted')\n"
+        "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], check=True, capture_output=True, text=True, timeout=60
+    )
+    assert int(done.stdout) < 128  # MiB of growth in the peak resident set
 
 
 @pytest.mark.parametrize("kind", [bytearray, memoryview])
