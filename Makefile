@@ -4,20 +4,27 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+RUNTIME := $(VENV)/.runtime-stamp
 STAMP  := $(VENV)/.installed-stamp
 export HYPOTHESIS_PROFILE ?= dev
 
 .PHONY: demo test lint format gen gen-check pytest bench fuzz matrix clean
 
-$(STAMP): pyproject.toml
+# The demo needs only the runtime dependencies; everything else also needs
+# the tools of the `dev` extra.
+$(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
+
+$(STAMP): $(RUNTIME)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 ## demo: the main job: a control plane and an agent, each in its own process,
 ## speaking the stream over gRPC on loopback; what the control plane learns, shown readably
-demo: $(STAMP)
+demo: $(RUNTIME)
 	$(BIN)/llmgw-wire demo
 
 ## test: lint, the generated code's freshness, and the whole test suite (ci profile)
