@@ -23,6 +23,7 @@ met or missed. `--json PATH` writes everything as JSON as well.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
@@ -361,6 +362,7 @@ def _environment(cpu: int | None) -> dict[str, object]:
     except OSError:
         pass
     return {
+        "date": datetime.datetime.now(datetime.timezone.utc).date().isoformat(),
         "python": sys.version.split()[0],
         "implementation": platform.python_implementation(),
         "platform": platform.platform(),
