@@ -16,6 +16,7 @@ that dies gives an error and a non-zero exit status, never a hang.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import multiprocessing
@@ -338,9 +339,16 @@ async def _control_plane(report: _Reporter, port: int, timeout: float) -> None:
         except asyncio.TimeoutError:
             raise _DemoError(f"the exchange took longer than {4 * timeout:g} s") from None
         report.send("result", "\n\n".join(render(node) for node in plane.nodes.values()))
-    finally:
+    except BaseException:
+        # The error says what went wrong; a peer that keeps its connection
+        # open must not turn it into a timeout while the server closes (since
+        # Python 3.12, closing waits for every connection).
         server.close()
-        await asyncio.wait_for(server.wait_closed(), timeout)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(server.wait_closed(), timeout)
+        raise
+    server.close()
+    await _bounded(server.wait_closed(), "closing the server", timeout)
 
 
 async def _agent(report: _Reporter, port: int, timeout: float) -> None:

@@ -171,7 +171,9 @@ def test_every_example_runs_as_written(
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, Any] = {"__name__": "__docs__"}
     for block in python_blocks(page):
-        exec(compile(block, str(page), "exec"), namespace)
+        # A pseudo file name: since Python 3.12, inspect would read the page
+        # itself as Python source when hypothesis keys its example database.
+        exec(compile(block, f"<{page.relative_to(DOCS)}>", "exec"), namespace)
     # A page's example tests are run too, as pytest would run them.
     for name, obj in namespace.items():
         if name.startswith("test_") and getattr(obj, "__module__", None) == "__docs__":
