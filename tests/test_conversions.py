@@ -233,3 +233,13 @@ def test_api_key_never_in_a_repr() -> None:
         assert "sk-llmgw-demo-0000" not in text
     assert "api_key='<redacted>'" in repr(spec)
     assert "api_key=''" in repr(ShardSpec())
+
+
+def test_a_heartbeat_stamped_now_crosses_the_wire() -> None:
+    from llmgw_wire import Heartbeat
+
+    before = dt.datetime.now(dt.timezone.utc) - dt.timedelta(milliseconds=1)
+    beat = Heartbeat.now("n1")
+    assert before <= beat.sent_at <= dt.datetime.now(dt.timezone.utc)
+    assert beat.sent_at.microsecond % 1000 == 0
+    assert decode(encode(beat), Heartbeat) == beat

@@ -18,6 +18,12 @@ class Heartbeat:
     node_id: str = ""
     sent_at: dt.datetime = _EPOCH
 
+    @classmethod
+    def now(cls, node_id: str) -> Heartbeat:
+        """A heartbeat from `node_id` stamped now, to the millisecond the wire carries."""
+        now = dt.datetime.now(dt.timezone.utc)
+        return cls(node_id, now.replace(microsecond=now.microsecond // 1000 * 1000))
+
 
 @frozen
 class Ack:
