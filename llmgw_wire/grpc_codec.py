@@ -20,6 +20,10 @@ type other than the two envelopes is decoded as `decode(data, v1.X)` does.
 
 The bytes are the ones the betterproto2 classes read and write (content
 subtype `proto`), so either end may use grpclib's default codec.
+
+The stream toolkit, `llmgw_wire.stream`, runs over this codec wherever the
+stream's end has it: `start_server` gives it to a control plane's server, and
+an agent gives it to the channel it hands to `connect`.
 """
 
 from __future__ import annotations

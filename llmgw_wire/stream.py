@@ -2,9 +2,8 @@
 
 An agent sends `Registration`, `ShardReport` and `Heartbeat` values; the
 control plane sends `ShardCommand`, `StopCommand` and `Ack` values. This module
-puts each value in its envelope member (`AgentMessage`, `ControlMessage`)
-through the library's converter, takes it out again on the other side, and
-runs the stream over grpclib:
+puts each value in its envelope member (`AgentMessage`, `ControlMessage`),
+takes it out again on the other side, and runs the stream over grpclib:
 
 * the agent opens the stream with `connect(channel)` and gets an
   `AgentSession`;
@@ -16,6 +15,15 @@ Both sessions have `send(value)`, `recv(timeout=...)` and `async for value in
 session`. A receive timeout leaves the session usable: messages are read by a
 task of the session's own, never cut in half.
 
+The envelopes' bytes are read and written by `WireCodec`
+(`llmgw_wire.grpc_codec`: upb and the compiled mapping, the path of `encode`
+and `decode`) wherever the stream's grpclib end has it: `start_server` gives
+it to its server, and an agent gives it to its channel. An end with another
+codec, such as grpclib's default, gets betterproto2 envelopes from grpclib,
+and the session puts values in them and takes them out through the library's
+converter instead, much more slowly; the bytes are the same, so either end
+may use either codec.
+
 An envelope with no member this version knows, which is what a newer peer's
 new kind of message looks like, is skipped and logged on the
 `llmgw_wire.stream` logger (a warning the first time a session sees a member
@@ -24,7 +32,7 @@ value's fields, so secrets such as `ShardSpec.api_key` stay out of the logs.
 
 An agent, in full::
 
-    async with grpclib.client.Channel("10.0.0.1", 7070) as channel:
+    async with grpclib.client.Channel("10.0.0.1", 7070, codec=WireCodec()) as channel:
         async with connect(channel) as session:
             await session.send(registration)
             async for command in session:  # ShardCommand, StopCommand or Ack
@@ -49,10 +57,11 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 from llmgw_wire.codec import converter
 from llmgw_wire.domain import Ack, Heartbeat, Registration, ShardCommand, ShardReport, StopCommand
 from llmgw_wire.errors import DecodeError
+from llmgw_wire.grpc_codec import ENVELOPES, UnknownMember, WireCodec
 from llmgw_wire.v1 import AgentMessage, AgentServiceBase, ControlMessage
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping
+    from collections.abc import AsyncIterator, Sequence
 
     from grpclib.metadata import _MetadataLike
     from grpclib.protocol import Peer
@@ -109,20 +118,43 @@ class _Skipped:
 class _Envelope(Generic[E, V]):
     """One envelope message: which domain value travels in which member.
 
-    This is the only place that touches the envelopes' oneof.
+    This is the only place that touches the envelopes, whichever codec the
+    stream has: `WireCodec` fills and opens them itself, and gives values (or
+    an `UnknownMember`); any other codec gives betterproto2 envelopes, which
+    this class fills and opens through the converter.
     """
 
-    def __init__(self, wire: type[E], members: Mapping[type[Any], str]) -> None:
+    def __init__(self, wire: type[E]) -> None:
         self.wire: type[E] = wire
         self.name = f"llmgw.v1.{wire.__name__}"
-        self.members = dict(members)
-        self.domains = {member: domain for domain, member in members.items()}
+        self.domains: dict[str, type[Any]] = dict(ENVELOPES[wire])
+        self.members = {domain: member for member, domain in self.domains.items()}
 
-    def wrap(self, value: V) -> E:
+    def outgoing(self, value: V, *, wire_codec: bool) -> V | E:
+        """What a stream sends for `value`: itself through `WireCodec`, else its envelope."""
+        if wire_codec:
+            # Refused here rather than by the codec, so that nothing is sent.
+            self._member(value)
+            return value
+        return self.wrap(value)
+
+    def incoming(self, message: object) -> V | _Skipped:
+        """The value in what a stream's codec gave: a value, an envelope or an unknown member."""
+        if isinstance(message, self.wire):
+            return self.open(message)
+        if isinstance(message, UnknownMember):
+            return _Skipped(_no_known_member(message.fields))
+        return message  # type: ignore[return-value]
+
+    def _member(self, value: V) -> str:
         member = self.members.get(type(value))
         if member is None:
             carried = ", ".join(domain.__name__ for domain in self.members)
             raise TypeError(f"{self.wire.__name__} carries {carried}, not {type(value).__name__}")
+        return member
+
+    def wrap(self, value: V) -> E:
+        member = self._member(value)
         envelope: E = self.wire()
         # A fresh envelope and exactly one member: two set would both be encoded.
         setattr(envelope, member, converter.unstructure(value))
@@ -137,24 +169,19 @@ class _Envelope(Generic[E, V]):
         member, wire = chosen
         # An empty member is falsy but present: only None means absent.
         if wire is None:
-            numbers = sorted(
-                {field.number for field in betterproto2.parse_fields(_unknown(envelope))}
-            )
-            what = "fields " + ", ".join(map(str, numbers)) if numbers else "no fields at all"
-            return _Skipped(f"no member this version knows ({what})")
+            unknown = getattr(envelope, "_unknown_fields", b"")
+            numbers = sorted({field.number for field in betterproto2.parse_fields(unknown)})
+            return _Skipped(_no_known_member(numbers))
         return converter.structure(wire, self.domains[member])  # type: ignore[no-any-return]
 
 
-def _unknown(message: betterproto2.Message) -> bytes:
-    return getattr(message, "_unknown_fields", b"")
+def _no_known_member(numbers: Sequence[int]) -> str:
+    what = "fields " + ", ".join(map(str, numbers)) if numbers else "no fields at all"
+    return f"no member this version knows ({what})"
 
 
-_AGENT: Final = _Envelope[AgentMessage, FromAgent](
-    AgentMessage, {Registration: "register", ShardReport: "shard_status", Heartbeat: "heartbeat"}
-)
-_CONTROL: Final = _Envelope[ControlMessage, FromControl](
-    ControlMessage, {ShardCommand: "start_shard", StopCommand: "stop_shard", Ack: "ack"}
-)
+_AGENT: Final = _Envelope[AgentMessage, FromAgent](AgentMessage)
+_CONTROL: Final = _Envelope[ControlMessage, FromControl](ControlMessage)
 
 
 def agent_message(value: FromAgent) -> AgentMessage:
@@ -244,6 +271,8 @@ class _Session(Generic[S, R]):
         self._reader: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
         self._warned: set[str] = set()
+        # grpclib keeps a stream's codec to itself, under this name.
+        self._wire_codec = isinstance(getattr(stream, "_codec", None), WireCodec)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
@@ -259,13 +288,13 @@ class _Session(Generic[S, R]):
             TypeError: a value this end does not send.
             grpclib.exceptions.StreamTerminatedError: the connection is gone.
         """
-        envelope = self._outbound.wrap(value)
+        message = self._outbound.outgoing(value, wire_codec=self._wire_codec)
         async with self._send_lock:
-            await self._send_envelope(envelope)
+            await self._send_message(message)
         logger.debug("sent %s to %s", type(value).__name__, self)
 
-    async def _send_envelope(self, envelope: Any) -> None:
-        await self._stream.send_message(envelope)
+    async def _send_message(self, message: Any) -> None:
+        await self._stream.send_message(message)
 
     async def recv(self, timeout: float | None = None) -> R | None:
         """The next value from the peer, or None once the peer has ended its side.
@@ -311,15 +340,17 @@ class _Session(Generic[S, R]):
         try:
             while True:
                 try:
-                    envelope = await self._stream.recv_message()
+                    message = await self._stream.recv_message()
+                except DecodeError:
+                    raise  # from WireCodec, which says where
                 except (EOFError, ValueError, IndexError) as exc:
-                    # betterproto2's parser, inside grpclib's codec.
+                    # betterproto2's parser, inside grpclib's default codec.
                     raise DecodeError(self._inbound.name, f"{type(exc).__name__}: {exc}") from exc
-                if envelope is None:
+                if message is None:
                     await self._inbound_ended()
                     logger.info("%s ended its side of the stream", self)
                     break
-                value = self._inbound.open(envelope)
+                value = self._inbound.incoming(message)
                 if isinstance(value, _Skipped):
                     self._skipped(value)
                     continue
@@ -379,10 +410,10 @@ class AgentSession(_Session[FromAgent, FromControl]):
         self._closed = False
         self._finished = False
 
-    async def _send_envelope(self, envelope: Any) -> None:
+    async def _send_message(self, message: Any) -> None:
         if self._closed:
             raise RuntimeError(f"the stream to {self} is closed: nothing more can be sent")
-        await self._client_stream.send_message(envelope)
+        await self._client_stream.send_message(message)
 
     async def close(self) -> None:
         """End the agent's side of the stream: it sends nothing more.
@@ -431,7 +462,9 @@ async def connect(
     to part cleanly, `close()` the session and read until the end.
 
     Args:
-        channel: a grpclib channel to the control plane.
+        channel: a grpclib channel to the control plane; give it
+            `codec=WireCodec()` to have the envelopes read and written with
+            upb (any other codec works too, through betterproto2).
         metadata: gRPC metadata sent with the call.
 
     Raises:
@@ -486,8 +519,9 @@ class ControlSession(_Session[FromControl, FromAgent]):
 class ControlPlane(AgentServiceBase):
     """Base class of a control-plane server: `handle` runs once per connected agent.
 
-    Serve an instance with grpclib (`grpclib.server.Server([plane])`, or
-    `start_server`). When an agent's connection is lost, or the server
+    Serve an instance with grpclib (`grpclib.server.Server([plane],
+    codec=WireCodec())`, or `start_server`; grpclib's default codec works
+    too, through betterproto2). When an agent's connection is lost, or the server
     closes, its `handle` is cancelled (grpclib's way): put what must happen
     then, such as marking the node offline, in a `finally`. A closing server
     ends the calls of the agents still connected with status UNAVAILABLE.
@@ -538,6 +572,10 @@ async def start_server(
 ) -> tuple[grpclib.server.Server, int]:
     """Start a grpclib server for `plane` on `host`:`port`; return it and the port it got.
 
+    For a `ControlPlane`, the server reads and writes the envelopes with
+    `WireCodec`; any other implementation gets grpclib's default codec, and
+    the betterproto2 messages its handlers expect.
+
     Args:
         plane: a `ControlPlane`, or any other implementation of the service.
         host: the address to listen on.
@@ -552,7 +590,8 @@ async def start_server(
         OSError: the address cannot be listened on (the port is taken, say).
     """
     sock = socket.create_server((host, port), backlog=backlog)
-    server = grpclib.server.Server([plane])
+    codec = WireCodec() if isinstance(plane, ControlPlane) else None
+    server = grpclib.server.Server([plane], codec=codec)
     try:
         await server.start(sock=sock, backlog=backlog)
     except BaseException:

@@ -18,19 +18,25 @@ import grpclib.client
 import grpclib.const
 import grpclib.server
 import pytest
+from grpclib.encoding.base import CodecBase
+from grpclib.encoding.proto import ProtoCodec
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from llmgw_wire import (
+    GPU,
     Ack,
     Compute,
     DecodeError,
+    EncodeError,
     Heartbeat,
+    Node,
     Registration,
     ShardCommand,
     ShardReport,
     State,
     StopCommand,
 )
+from llmgw_wire.grpc_codec import WireCodec
 from llmgw_wire.sample import sample_command, sample_registration
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
@@ -70,8 +76,15 @@ def run(main: Callable[[], Coroutine[Any, Any, None]], timeout: float = 10) -> N
 
 
 @contextlib.asynccontextmanager
-async def serving(plane: AgentServiceBase) -> AsyncIterator[int]:
-    server, port = await start_server(plane)
+async def serving(plane: AgentServiceBase, codec: CodecBase | None = None) -> AsyncIterator[int]:
+    """`plane` on a free port: `start_server`'s server, or one with `codec`."""
+    if codec is None:
+        server, port = await start_server(plane)
+    else:
+        server = grpclib.server.Server([plane], codec=codec)
+        sock = socket.create_server(("127.0.0.1", 0))
+        await server.start(sock=sock)
+        port = sock.getsockname()[1]
     try:
         yield port
     finally:
@@ -80,9 +93,18 @@ async def serving(plane: AgentServiceBase) -> AsyncIterator[int]:
 
 
 @contextlib.asynccontextmanager
-async def agent(port: int) -> AsyncIterator[AgentSession]:
-    async with grpclib.client.Channel("127.0.0.1", port) as channel, connect(channel) as session:
+async def agent(port: int, codec: CodecBase | None = None) -> AsyncIterator[AgentSession]:
+    """An agent's session, over a channel with `codec` (a `WireCodec` unless told)."""
+    codec = WireCodec() if codec is None else codec
+    async with (
+        grpclib.client.Channel("127.0.0.1", port, codec=codec) as channel,
+        connect(channel) as session,
+    ):
         yield session
+
+
+# The codecs an end of the stream may have: the same bytes either way.
+CODECS = {"WireCodec": WireCodec, "default codec": ProtoCodec}
 
 
 class Recording(ControlPlane):
@@ -217,6 +239,120 @@ def test_the_demo_exchange_end_to_end() -> None:
     assert registration == sample_registration()
     assert loading == attrs.evolve(REPORT, state=State.LOADING, compute=None)
     assert ready == REPORT
+
+
+class Noting(CodecBase):
+    """Notes the type of each message its codec encodes or decodes: which path a session took."""
+
+    noted: list[str]
+
+    def encode(self, message: Any, message_type: Any) -> bytes:
+        self.noted.append(f"sent {type(message).__name__}")
+        return super().encode(message, message_type)  # type: ignore[safe-super]
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        message = super().decode(data, message_type)  # type: ignore[safe-super]
+        self.noted.append(f"received {type(message).__name__}")
+        return message
+
+
+class NotingWireCodec(Noting, WireCodec):
+    def __init__(self) -> None:
+        super().__init__()
+        self.noted = []
+
+
+class NotingProtoCodec(Noting, ProtoCodec):
+    def __init__(self) -> None:
+        self.noted = []
+
+
+@pytest.mark.parametrize(
+    ("agent_codec", "plane_codec"),
+    [(NotingWireCodec, NotingProtoCodec), (NotingProtoCodec, NotingWireCodec)],
+    ids=["WireCodec agent, default codec control plane", "default codec agent, WireCodec plane"],
+)
+def test_a_wire_codec_end_talks_to_a_default_codec_end(
+    agent_codec: type[NotingWireCodec | NotingProtoCodec],
+    plane_codec: type[NotingWireCodec | NotingProtoCodec],
+) -> None:
+    agent_side, plane_side = agent_codec(), plane_codec()
+    received: list[object] = []
+
+    async def control_plane(session: ControlSession) -> None:
+        received.append(await session.recv(timeout=5))
+        await session.send(Ack("gpu-node-017", 2, "adopted"))
+        await session.send(sample_command())
+        received.extend([value async for value in session])
+
+    async def main() -> None:
+        async with (
+            serving(Recording(control_plane), plane_side) as port,
+            agent(port, agent_side) as session,
+        ):
+            await session.send(sample_registration())
+            assert await session.recv(timeout=5) == Ack("gpu-node-017", 2, "adopted")
+            assert await session.recv(timeout=5) == sample_command()
+            await session.send(REPORT)
+            await session.close()
+            assert await session.recv(timeout=5) is None
+
+    run(main)
+    assert received == [sample_registration(), REPORT]
+    # Each end took its own codec's path: domain values through WireCodec,
+    # betterproto2 envelopes through grpclib's default codec.
+    by_agent = {
+        NotingWireCodec: [
+            "sent Registration",
+            "received Ack",
+            "received ShardCommand",
+            "sent ShardReport",
+        ],
+        NotingProtoCodec: [
+            "sent AgentMessage",
+            "received ControlMessage",
+            "received ControlMessage",
+            "sent AgentMessage",
+        ],
+    }
+    by_plane = {
+        NotingWireCodec: [
+            "received Registration",
+            "sent Ack",
+            "sent ShardCommand",
+            "received ShardReport",
+        ],
+        NotingProtoCodec: [
+            "received AgentMessage",
+            "sent ControlMessage",
+            "sent ControlMessage",
+            "received AgentMessage",
+        ],
+    }
+    assert agent_side.noted == by_agent[agent_codec]
+    assert plane_side.noted == by_plane[plane_codec]
+
+
+@pytest.mark.parametrize("codec", CODECS.values(), ids=CODECS.keys())
+def test_a_value_that_cannot_be_sent_leaves_the_stream_usable(codec: type[CodecBase]) -> None:
+    received: list[object] = []
+
+    async def control_plane(session: ControlSession) -> None:
+        received.extend([value async for value in session])
+
+    async def main() -> None:
+        async with serving(Recording(control_plane)) as port, agent(port, codec()) as session:
+            with pytest.raises(TypeError, match="AgentMessage carries Registration"):
+                await session.send(Ack())  # type: ignore[arg-type]
+            too_big = Registration(node=Node(gpus=(GPU(memory_total_mb=2**31),)))
+            with pytest.raises(EncodeError, match=r"at `\$\.node\.gpus\[0\]\.memory_total_mb`"):
+                await session.send(too_big)
+            await session.send(REPORT)
+            await session.close()
+            assert await session.recv(timeout=5) is None
+
+    run(main)
+    assert received == [REPORT]
 
 
 def test_a_receive_timeout_loses_nothing() -> None:
@@ -447,8 +583,9 @@ async def raw_agent(port: int) -> AsyncIterator[grpclib.client.Stream[RawBytes, 
             yield stream
 
 
+@pytest.mark.parametrize("codec", CODECS.values(), ids=CODECS.keys())
 def test_an_unknown_member_from_a_newer_agent_is_skipped(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, codec: type[CodecBase]
 ) -> None:
     caplog.set_level(logging.DEBUG, logger=LOGGER)
     received: list[object] = []
@@ -458,7 +595,7 @@ def test_an_unknown_member_from_a_newer_agent_is_skipped(
         await session.send(Ack("gpu-node-017", 2, "still here"))
 
     async def main() -> None:
-        async with serving(Recording(control_plane)) as port, raw_agent(port) as stream:
+        async with serving(Recording(control_plane), codec()) as port, raw_agent(port) as stream:
             await stream.send_message(RawBytes(UNKNOWN_MEMBER))
             await stream.send_message(RawBytes(bytes(agent_message(sample_registration()))))
             await stream.send_message(RawBytes(UNKNOWN_MEMBER))
@@ -502,14 +639,16 @@ class RawControlPlane(AgentServiceBase):
             pass
 
 
+@pytest.mark.parametrize("codec", CODECS.values(), ids=CODECS.keys())
 def test_an_unknown_member_from_a_newer_control_plane_is_skipped(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, codec: type[CodecBase]
 ) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
+    # Not a ControlPlane: `start_server` gives it grpclib's default codec.
     plane = RawControlPlane([UNKNOWN_MEMBER, bytes(control_message(sample_command()))])
 
     async def main() -> None:
-        async with serving(plane) as port, agent(port) as session:
+        async with serving(plane) as port, agent(port, codec()) as session:
             assert await session.recv(timeout=5) == sample_command()
             await session.close()
             assert await session.recv(timeout=5) is None
@@ -520,7 +659,21 @@ def test_an_unknown_member_from_a_newer_control_plane_is_skipped(
     assert message.endswith(": no member this version knows (fields 99)")
 
 
-def test_bytes_that_are_not_a_message_end_the_stream_with_a_decode_error() -> None:
+@pytest.mark.parametrize(
+    ("codec", "reason"),
+    [
+        (
+            WireCodec,
+            "field 1 (`node_id`) at offset 2 is not valid UTF-8 (byte 4 is 0xff)"
+            " - at `$.register.node_id`",
+        ),
+        (ProtoCodec, "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xff"),
+    ],
+    ids=CODECS.keys(),
+)
+def test_bytes_that_are_not_a_message_end_the_stream_with_a_decode_error(
+    codec: type[CodecBase], reason: str
+) -> None:
     errors: list[BaseException] = []
     # A Register whose node id is not UTF-8.
     bad = bytes(AgentMessage(register=Register(node_id="x"))).replace(b"x", b"\xff")
@@ -532,14 +685,14 @@ def test_bytes_that_are_not_a_message_end_the_stream_with_a_decode_error() -> No
             errors.append(exc)
 
     async def main() -> None:
-        async with serving(Recording(control_plane)) as port, raw_agent(port) as stream:
+        async with serving(Recording(control_plane), codec()) as port, raw_agent(port) as stream:
             await stream.send_message(RawBytes(bad))
             await stream.end()
             assert [m async for m in stream] == []
 
     run(main)
     (error,) = errors
-    assert str(error).startswith("Invalid `llmgw.v1.AgentMessage`: UnicodeDecodeError: ")
+    assert str(error).startswith(f"Invalid `llmgw.v1.AgentMessage`: {reason}")
 
 
 def test_no_secret_reaches_the_logs(caplog: pytest.LogCaptureFixture) -> None:
