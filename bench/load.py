@@ -35,6 +35,7 @@ import grpclib.client
 
 from llmgw_wire import Ack, Registration, ShardCommand, ShardReport, State
 from llmgw_wire.domain import Compute
+from llmgw_wire.grpc_codec import WireCodec
 from llmgw_wire.sample import sample_command, sample_registration
 from llmgw_wire.stream import ControlPlane, ControlSession, connect, start_server
 
@@ -148,7 +149,8 @@ async def one_agent(port: int, node: str, stats: dict[str, Any]) -> None:
     registration = registration_for(node)
     expected = command_for(node)
     try:
-        async with grpclib.client.Channel(HOST, port) as channel, connect(channel) as session:
+        channel = grpclib.client.Channel(HOST, port, codec=WireCodec())
+        async with channel, connect(channel) as session:
             await session.send(registration)
             ack = await session.recv(STEP_TIMEOUT)
             if ack != Ack(node, len(registration.shards), "adopted"):

@@ -43,6 +43,7 @@ from llmgw_wire.domain import (
     ShardReport,
     State,
 )
+from llmgw_wire.grpc_codec import WireCodec
 from llmgw_wire.sample import sample_command, sample_registration
 from llmgw_wire.stream import (
     AgentSession,
@@ -352,7 +353,7 @@ async def _control_plane(report: _Reporter, port: int, timeout: float) -> None:
 
 
 async def _agent(report: _Reporter, port: int, timeout: float) -> None:
-    async with grpclib.client.Channel(_HOST, port) as channel:
+    async with grpclib.client.Channel(_HOST, port, codec=WireCodec()) as channel:
         try:
             async with connect(channel) as session:
                 # Each step has its own timeout; this one bounds the whole.
