@@ -46,6 +46,9 @@ STATE_NUMBERS: dict[State, int] = {
     State.FAILED: 7,
 }
 
+#: The other way round; a number missing here decodes as FAILED.
+STATES_BY_NUMBER: dict[int, State] = {n: s for s, n in STATE_NUMBERS.items()}
+
 
 class Backend:
     """The idioms of one wire backend's message classes."""
@@ -264,7 +267,7 @@ class _Namespace:
             "_Invalid": _rules._Invalid,
             "_utf8_ok": _rules.utf8_ok,
             "_FAILED": State.FAILED,
-            "_state_from_wire": {n: s for s, n in STATE_NUMBERS.items()},
+            "_state_from_wire": STATES_BY_NUMBER,
             "_state_to_wire": dict(backend.state_values),
             "_millis": _rules.millis,
             "_from_millis": _rules.from_millis,

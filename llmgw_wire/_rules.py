@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from attrs import frozen
 
-from llmgw_wire.errors import DecodeError, EncodeError
+from llmgw_wire.errors import DecodeError, EncodeError, format_path
 
 if TYPE_CHECKING:
     from llmgw_wire._compile import StructureGen, UnstructureGen
@@ -538,7 +538,9 @@ def explain_value(value: Any, path: Path) -> None:
         for attrs in others:
             got = _resolve(value, attrs)
             if got != want:
-                expected = f"{want!r} as at `{_fmt((*path, *first))}` (both are one wire field)"
+                expected = (
+                    f"{want!r} as at `{format_path((*path, *first))}` (both are one wire field)"
+                )
                 raise EncodeError(expected, got, (*path, *attrs))
 
 
@@ -546,10 +548,6 @@ def _resolve(value: object, attrs: tuple[str, ...]) -> object:
     for attr in attrs:
         value = getattr(value, attr)
     return value
-
-
-def _fmt(path: Path) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
 
 
 def _attr_for_wire(domain: type, wire: str) -> str:

@@ -64,6 +64,7 @@ _COUNT_FIRST_ABOVE = 64 * 1024
 _REFUSED = (_rules._Invalid, TypeError, ValueError, AttributeError, UnicodeError, OverflowError)
 
 
+@cache
 def _betterproto2_classes() -> dict[str, type]:
     prefix = "type.googleapis.com/"
     return {url.removeprefix(prefix): cls for url, cls in default_message_pool.url_to_type.items()}
@@ -131,6 +132,16 @@ def _guard_structure(fn: Callable[..., T], domain: type) -> Callable[[Any, Any],
     return structure
 
 
+@cache
+def _hooks() -> tuple[dict[type, Callable[..., Any]], dict[type, Callable[[Any], Any]]]:
+    """The guarded structure and unstructure hooks of every pair, made once per process."""
+    compiled = _compiled_betterproto2()
+    models = [pair.domain for pair in PAIRS if not pair.embedded]
+    structure = {m: _guard_structure(compiled.structure[m], m) for m in models}
+    unstructure = {m: _guard_unstructure(compiled.unstructure[m], m) for m in models}
+    return structure, unstructure
+
+
 def make_converter() -> cattrs.Converter:
     """A new cattrs converter between the `llmgw_wire.v1` messages and the domain models.
 
@@ -141,28 +152,17 @@ def make_converter() -> cattrs.Converter:
     functions are compiled once per process); add hooks to your own copy
     rather than to the shared `converter`.
     """
-    compiled = _compiled_betterproto2()
     conv = cattrs.Converter()
-    for pair in PAIRS:
-        if pair.embedded:
-            continue
-        conv.register_structure_hook(
-            pair.domain, _guard_structure(compiled.structure[pair.domain], pair.domain)
-        )
-        conv.register_unstructure_hook(
-            pair.domain, _guard_unstructure(compiled.unstructure[pair.domain], pair.domain)
-        )
+    structure, unstructure = _hooks()
+    for model, hook in structure.items():
+        conv.register_structure_hook(model, hook)
+    for model, hook in unstructure.items():
+        conv.register_unstructure_hook(model, hook)
     return conv
 
 
 #: The converter the library's named conversions use. Treat it as read-only.
 converter: cattrs.Converter = make_converter()
-
-_STRUCTURE_WITH_CONTEXT: dict[type, Callable[..., Any]] = {
-    pair.domain: _guard_structure(_compiled_betterproto2().structure[pair.domain], pair.domain)
-    for pair in PAIRS
-    if not pair.embedded
-}
 
 
 def structure_with_context(message: Any, domain: type[T], **context: str) -> T:
@@ -170,7 +170,7 @@ def structure_with_context(message: Any, domain: type[T], **context: str) -> T:
 
     An adopted shard's `node_id`, for instance, is the registration's.
     """
-    return _STRUCTURE_WITH_CONTEXT[domain](message, domain, **context)  # type: ignore[no-any-return]
+    return _hooks()[0][domain](message, domain, **context)  # type: ignore[no-any-return]
 
 
 # --- bytes ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from llmgw_wire._compile import STATE_NUMBERS
+from llmgw_wire._compile import STATE_NUMBERS, STATES_BY_NUMBER
 from llmgw_wire.codec import converter, structure_with_context
 from llmgw_wire.domain import (
     AdoptedShard,
@@ -41,8 +41,6 @@ __all__ = [
     "state_to_wire",
 ]
 
-_FROM_WIRE = {number: state for state, number in STATE_NUMBERS.items()}
-
 
 def state_to_wire(state: State) -> ShardStatusState:
     """The wire enum value of a shard state (`STATE_UNSPECIFIED` for none)."""
@@ -56,7 +54,7 @@ def state_from_wire(value: int) -> State:
     Unspecified, and any number this version does not know (a newer agent's),
     is `State.FAILED`: a state not understood must never pass for a healthy one.
     """
-    return _FROM_WIRE.get(value, State.FAILED)
+    return STATES_BY_NUMBER.get(value, State.FAILED)
 
 
 def node_from_register(register: Register) -> Node:

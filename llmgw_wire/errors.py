@@ -14,7 +14,8 @@ class WireError(Exception):
     """Base class of every error the library raises on bad input."""
 
 
-def _format_path(path: tuple[str | int, ...]) -> str:
+def format_path(path: tuple[str | int, ...]) -> str:
+    """A path as errors show it: `$.gpus[3].memory_total_mb`."""
     out = "$"
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
@@ -34,7 +35,7 @@ class EncodeError(WireError, ValueError):
         self.expected = expected
         self.got = got
         self.path = path
-        super().__init__(f"Expected `{expected}`, got {got!r} - at `{_format_path(path)}`")
+        super().__init__(f"Expected `{expected}`, got {got!r} - at `{format_path(path)}`")
 
     def __reduce__(self) -> tuple[type[EncodeError], tuple[str, object, tuple[str | int, ...]]]:
         return type(self), (self.expected, self.got, self.path)
@@ -53,7 +54,7 @@ class DecodeError(WireError, ValueError):
         self.message_type = message_type
         self.reason = reason
         self.path = path
-        where = f" - at `{_format_path(path)}`" if path else ""
+        where = f" - at `{format_path(path)}`" if path else ""
         super().__init__(f"Invalid `{message_type}`: {reason}{where}")
 
     def __reduce__(self) -> tuple[type[DecodeError], tuple[str, str, tuple[str | int, ...]]]:
@@ -82,7 +83,7 @@ class StateFileError(JSONError):
         self.message_type = "ShardState"
         self.reason = reason
         self.path = path
-        where = f" - at `{_format_path(path)}`" if path else ""
+        where = f" - at `{format_path(path)}`" if path else ""
         # Led by the file rather than the message type: that is what an operator looks for.
         Exception.__init__(self, f"{file}: {reason}{where}")
 

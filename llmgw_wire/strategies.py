@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 from hypothesis import strategies as st
 
+from llmgw_wire._compile import STATE_NUMBERS
 from llmgw_wire._rules import EPOCH, INT_RANGES
 from llmgw_wire.codec import converter, encode, wire_class
 from llmgw_wire.domain import (
@@ -138,7 +139,7 @@ def _cached(fn: F) -> F:
 
 
 #: The wire numbers of `ShardStatus.State` this version knows (STATE_PENDING..STATE_FAILED).
-KNOWN_STATE_NUMBERS = frozenset(range(1, 8))
+KNOWN_STATE_NUMBERS = frozenset(STATE_NUMBERS.values())
 
 #: Most MIG slices one card is split into (7 on an A100 or H100).
 _MAX_SLICES = 7
