@@ -34,10 +34,12 @@ test: lint gen-check compat
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
 
+## lint: ruff (format and rules), mypy --strict, and the architecture's import contracts
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 format: $(STAMP)
 	$(BIN)/ruff format .

@@ -7,7 +7,7 @@ maps with two or more entries, optional sub-messages present), so that a
 fixture exercises the whole wire form of its message; `tests/test_fixtures.py`
 checks it.
 
-The values are written out here rather than taken from `llmgw_wire.sample`:
+The values are written out here rather than taken from `llmgw_wire.testing.sample`:
 the sample may change for the demo, and these must not. Once a schema version
 is released its fixtures are frozen (`tests/fixtures/v<version>/`), and each
 of them must still decode to these values, minus the fields that version did

@@ -28,7 +28,7 @@ from llmgw_wire import (
     encode,
     v1,
 )
-from llmgw_wire.sample import sample_command, sample_node
+from llmgw_wire.testing.sample import sample_command, sample_node
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1

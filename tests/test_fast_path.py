@@ -1,6 +1,6 @@
 """The fast path (upb, behind `encode`/`decode`) is the betterproto2 path, only faster.
 
-`llmgw_wire.laws` already holds that both backends write bytes that read back
+`llmgw_wire.testing.laws` already holds that both backends write bytes that read back
 the same for every domain value (`backends_agree`). This adds what domain
 values cannot reach:
 
@@ -38,14 +38,15 @@ from llmgw_wire import (
     encode,
     v1,
 )
-from llmgw_wire import strategies as lst
-from llmgw_wire._compile import _positional
-from llmgw_wire._pb import CLASSES
-from llmgw_wire._rules import Embedded, Message, Messages, Repeated, Scalar
-from llmgw_wire.codec import _reaches_map, wire_class
-from llmgw_wire.laws import MODELS
+from llmgw_wire.codec import wire_class
+from llmgw_wire.codec.binary import reaches_map as _reaches_map
+from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
-from llmgw_wire.sample import sample_command, sample_registration
+from llmgw_wire.mapping.compiler import _positional
+from llmgw_wire.mapping.rules import Embedded, Message, Messages, Repeated, Scalar
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire.testing.laws import MODELS
+from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -27,9 +27,9 @@ from llmgw_wire import (
     state_from_wire,
     v1,
 )
-from llmgw_wire import strategies as lst
-from llmgw_wire._rules import INT_RANGES
-from llmgw_wire.laws import MODELS
+from llmgw_wire.mapping.rules import INT_RANGES
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire.testing.laws import MODELS
 
 DOMAIN_MODELS = [
     getattr(llmgw_wire.domain, name)

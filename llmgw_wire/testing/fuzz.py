@@ -1,6 +1,6 @@
 """`llmgw-wire fuzz`: every round-trip law of the mapping, outside pytest, for CI.
 
-It runs each law of `llmgw_wire.laws` for each of its domain models with
+It runs each law of `llmgw_wire.testing.laws` for each of its domain models with
 hypothesis, for `--examples` inputs per law and model, or round after round
 until `--seconds` have passed. A failure is shrunk to a minimal input, which
 is printed with the exact command that runs that search again (law, model,
@@ -28,13 +28,13 @@ from attrs import frozen
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 
 from llmgw_wire.codec import converter as _library_converter
-from llmgw_wire.laws import LAWS, law_named, model_named, redacted
+from llmgw_wire.testing.laws import LAWS, law_named, model_named, redacted
 
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Iterable
 
-    from llmgw_wire.laws import Law
+    from llmgw_wire.testing.laws import Law
 
 __all__ = ["Failure", "Run", "add_arguments", "fuzz", "law_seed", "run"]
 

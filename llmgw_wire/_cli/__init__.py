@@ -20,10 +20,10 @@ if TYPE_CHECKING:
 
 # name -> (module, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("llmgw_wire.demo", "run a control plane and an agent speaking the stream"),
-    "inspect": ("llmgw_wire._inspect", "show a binary wire message as its domain value"),
+    "demo": ("llmgw_wire._cli.demo", "run a control plane and an agent speaking the stream"),
+    "inspect": ("llmgw_wire._cli.inspect", "show a binary wire message as its domain value"),
     "compat": ("llmgw_wire.compat", "check the schema for changes that break older or newer peers"),
-    "fuzz": ("llmgw_wire.fuzz", "check every round-trip law with generated inputs, for CI"),
+    "fuzz": ("llmgw_wire.testing.fuzz", "check every round-trip law with generated inputs, for CI"),
 }
 
 
@@ -50,7 +50,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=f"llmgw-wire {name}", description=help_line)
     module.add_arguments(parser)
     return int(module.run(parser.parse_args(rest)))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

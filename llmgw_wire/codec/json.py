@@ -503,7 +503,7 @@ def to_json(value: object, *, include_secrets: bool = False, indent: int | None 
     return conv.dumps(value, indent=indent)
 
 
-def _parse(data: str | bytes | bytearray, type_name: str) -> Any:
+def parse_json(data: str | bytes | bytearray, type_name: str) -> Any:
     """JSON text (or UTF-8, -16 or -32 bytes) as plain values.
 
     Raises:
@@ -532,4 +532,4 @@ def from_json(data: str | bytes | bytearray, into: type[T]) -> T:
         JSONError: `data` is not JSON, or not a `into`, with the path of the
             first offending value (`$.gpu_indices[2]`).
     """
-    return json_converter.structure(_parse(data, _type_name(into)), into)
+    return json_converter.structure(parse_json(data, _type_name(into)), into)

@@ -21,7 +21,7 @@ A service fuzzes its own handlers with them (the examples below assume these
 two imports)::
 
     from hypothesis import given
-    from llmgw_wire import strategies as lst
+    from llmgw_wire.testing import strategies as lst
 
     @given(lst.registrations())
     def test_my_control_plane_adopts_every_shard(registration):
@@ -42,8 +42,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 from hypothesis import strategies as st
 
-from llmgw_wire._compile import STATE_NUMBERS
-from llmgw_wire._rules import EPOCH, INT_RANGES
 from llmgw_wire.codec import converter, encode, wire_class
 from llmgw_wire.domain import (
     GPU,
@@ -71,6 +69,8 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
+from llmgw_wire.mapping import STATE_NUMBERS
+from llmgw_wire.mapping.rules import EPOCH, INT_RANGES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
