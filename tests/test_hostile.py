@@ -55,6 +55,7 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, wire_class
+from llmgw_wire.codec.limits import COUNT_FIRST_ABOVE
 from llmgw_wire.codec.scan import MAX_DEPTH
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
@@ -229,51 +230,91 @@ def test_the_item_limit() -> None:
     at_limit = EMPTY_GPU * DEFAULT_MAX_ITEMS
     assert len(decode(at_limit, Node).gpus) == DEFAULT_MAX_ITEMS
     assert len(decode(at_limit, v1.Register).gpus) == DEFAULT_MAX_ITEMS
+    # Over the budget already, the GPUs' own repeated fields are not looked into.
     assert both_refuse(at_limit + EMPTY_GPU) == (
-        "Invalid `llmgw.v1.Register`: 10001 elements of repeated fields is over the limit of 10000"
+        "Invalid `llmgw.v1.Register`: more than 10000 elements of repeated fields and maps "
+        "(10001 counted before the count stopped)"
     )
 
 
-def test_the_item_limit_is_configurable_and_counts_every_repeated_message_field() -> None:
+def test_the_item_limit_is_configurable_and_counts_every_element() -> None:
     data = encode(sample_registration())
-    # 10 GPUs, 2 weights, 2 storages, 2 fabrics, 2 shards, 3 labels, 3 engine versions.
-    assert decode(data, Registration, max_items=24) == sample_registration()
-    assert refusal(data, Registration, max_items=23) == (
-        "Invalid `llmgw.v1.Register`: 24 elements of repeated fields is over the limit of 23"
+    # Every element of every repeated field and map, at any depth: GPUs and
+    # their NVLink peers, NIC paths and problems, labels, CPU flags, ...
+    assert decode(data, Registration, max_items=104) == sample_registration()
+    assert refusal(data, Registration, max_items=103) == (
+        "Invalid `llmgw.v1.Register`: 104 elements of repeated fields and maps is over the "
+        "limit of 103"
     )
+    assert refusal(data, v1.Register, max_items=103) == refusal(data, Registration, max_items=103)
 
 
 def test_the_item_limit_reaches_through_singular_sub_messages() -> None:
     adapters = ld(11, (tag(12, 2) + varint(0)) * 4)  # StartShard.profile.adapters
     assert len(decode(adapters, ShardCommand).spec.profile.adapters) == 4
     assert refusal(adapters, ShardCommand, max_items=3) == (
-        "Invalid `llmgw.v1.StartShard`: 4 elements of repeated fields is over the limit of 3"
+        "Invalid `llmgw.v1.StartShard`: 4 elements of repeated fields and maps is over the "
+        "limit of 3"
     )
 
 
-def test_no_repeated_message_is_nested_in_another() -> None:
-    """The item count does not look inside repeated elements: the schema must not need it.
+def _nic_paths_in_gpus(gpus: int, per_gpu: int) -> bytes:
+    """`gpus` GPUs, each with `per_gpu` distinct NIC paths: a map inside a repeated message."""
+    return b"".join(
+        ld(14, b"".join(ld(13, ld(1, b"%06x" % (g * per_gpu + n))) for n in range(per_gpu)))
+        for g in range(gpus)
+    )
 
-    A map inside one (a GPU's `nic_paths`) is fine: its entries collapse onto
-    distinct keys, which each cost bytes on the wire.
-    """
 
-    def repeated_messages(descriptor: Any, seen: frozenset[str] = frozenset()) -> list[str]:
-        found = []
-        for field in descriptor.fields:
-            sub = field.message_type
-            if sub is None or sub.full_name in seen or sub.GetOptions().map_entry:
-                continue
-            if field.is_repeated:
-                found.append(f"{descriptor.full_name}.{field.name}")
-            found += repeated_messages(sub, seen | {descriptor.full_name})
-        return found
+@pytest.mark.parametrize("into", [Registration, v1.Register], ids=["domain", "wire"])
+@pytest.mark.parametrize(
+    ("data", "elements"),
+    [
+        # A map inside a repeated message, small and large (the skeleton count).
+        (_nic_paths_in_gpus(4, 2501), "10008"),
+        (_nic_paths_in_gpus(8, 10_000), "more than 10000"),
+        # Repeated numbers, packed and not, and repeated strings, at every depth.
+        (ld(14, ld(12, b"\x01" * 10_001)), "10002"),
+        (ld(14, vi(12, 1) * 10_001), "10002"),
+        (ld(14, vi(12, 1) * 500_000), "500001"),
+        (ld(6, b"") * 10_001, "10001"),
+        (ld(11, ld(5, b"avx") * 10_001), "10001"),
+        (ld(17, ld(14, ld(2, b"cuda:0") * 10_001)), "10002"),
+    ],
+    ids=[
+        "nic-paths",
+        "nic-paths-large",
+        "packed",
+        "unpacked",
+        "unpacked-large",
+        "features",
+        "cpu-flags",
+        "compute-devices",
+    ],
+)
+def test_the_item_limit_counts_every_element_at_any_depth(
+    into: type, data: bytes, elements: str
+) -> None:
+    message = refusal(data, into)
+    if elements.startswith("more than"):
+        assert message.startswith(
+            "Invalid `llmgw.v1.Register`: more than 10000 elements of repeated fields and maps ("
+        )
+    else:
+        assert message == (
+            f"Invalid `llmgw.v1.Register`: {elements} elements of repeated fields and maps is "
+            "over the limit of 10000"
+        )
 
-    for message in CLASSES.values():
-        for field in message.DESCRIPTOR.fields:  # type: ignore[attr-defined]
-            sub = field.message_type
-            if field.is_repeated and sub is not None and not sub.GetOptions().map_entry:
-                assert repeated_messages(sub) == [], field.full_name
+
+def test_the_item_limit_stops_counting_once_over() -> None:
+    """The elements looked into are bounded by the budget, not by the input."""
+    data = _nic_paths_in_gpus(200, 20) * 80  # 16,000 GPUs of 20 NIC paths each, 3 MiB
+    assert len(data) > COUNT_FIRST_ABOVE
+    assert refusal(data, Registration) == (
+        "Invalid `llmgw.v1.Register`: more than 10000 elements of repeated fields and maps "
+        "(16000 counted before the count stopped)"
+    )
 
 
 def test_four_mib_of_empty_elements_take_little_memory() -> None:
@@ -287,7 +328,7 @@ def test_four_mib_of_empty_elements_take_little_memory() -> None:
         "    try:\n"
         "        w.decode(data, into)\n"
         "    except w.DecodeError as e:\n"
-        "        assert 'over the limit of 10000' in str(e), e\n"
+        "        assert 'more than 10000 elements' in str(e), e\n"
         "    else:\n"
         "        raise AssertionError('accepted')\n"
         "print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)\n"

@@ -170,8 +170,9 @@ def decode(
     `into` is a domain model (`Node`, `Registration`, `ShardCommand`, ...) or
     a `llmgw_wire.v1` message class. Parsing is strict: malformed bytes,
     invalid UTF-8, messages over `max_size` bytes and messages with more than
-    `max_items` elements of repeated message and map fields raise
-    `DecodeError`, so memory stays in proportion to the input.
+    `max_items` elements of repeated fields and maps (at any depth, numbers
+    and strings included) raise `DecodeError`, so memory stays in proportion
+    to the input. `docs/guides/limits.md` lists every limit.
 
     Raises:
         DecodeError: the bytes are not a valid message of that type.

@@ -2,12 +2,17 @@
 
 A message's size in memory can be far out of proportion to its bytes (an
 empty element of a repeated field is two bytes on the wire and a whole object
-in memory), so `decode` bounds both the input's size and its elements.
+in memory), so `decode` bounds both the input's size and its elements: every
+element of every repeated field (messages, strings and numbers, packed or
+not) and every map entry, at any depth, counts against one budget, checked
+before the real parse of a large input and before any domain value is built.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from google.protobuf import message_factory
 
 from llmgw_wire.codec.schema import CLASSES, SKELETONS
 from llmgw_wire.errors import DecodeError
@@ -23,10 +28,11 @@ __all__ = [
 #: The largest message `decode` accepts by default: gRPC's default limit.
 DEFAULT_MAX_SIZE = 4 * 1024 * 1024
 
-#: The most elements of repeated message and map fields (GPUs, shards, labels,
-#: ...) `decode` accepts by default in one message. An empty element is two
-#: bytes on the wire but a whole object in memory, so the size limit alone
-#: would let 4 MiB of input take gigabytes; this keeps memory in proportion.
+#: The most elements of repeated fields and maps (GPUs, shards, labels, NIC
+#: paths, NVLink peers, CPU flags, ...), at any depth, `decode` accepts by
+#: default in one message. An empty element is one or two bytes on the wire
+#: but an object in memory, so the size limit alone would let 4 MiB of input
+#: take gigabytes; this keeps memory in proportion.
 DEFAULT_MAX_ITEMS = 10_000
 
 #: Inputs larger than this are counted on a skeleton parse (repeated messages
@@ -36,65 +42,125 @@ DEFAULT_MAX_ITEMS = 10_000
 COUNT_FIRST_ABOVE = 64 * 1024
 
 
-def _counted_fields(descriptor: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Repeated message fields of a message type, and singular ones that lead to some.
+class _Plan:
+    """What `item_count` reads of one message type.
 
-    Decided on the real schema, and used for its skeleton too (where the
-    repeated fields are bytes).
+    Attributes:
+        repeated: every repeated field and map, by name: each element counts.
+        nested: the repeated message fields whose elements hold repeated
+            fields of their own, with the element type's full name.
+        singular: the singular message fields that lead to repeated fields.
     """
-    repeated = tuple(
-        f.name for f in descriptor.fields if f.message_type is not None and _is_repeated(f)
-    )
-    singular = tuple(
-        f.name
-        for f in descriptor.fields
-        if f.message_type is not None and not _is_repeated(f) and _leads_to_items(f.message_type)
-    )
-    return repeated, singular
 
+    __slots__ = ("nested", "repeated", "singular")
 
-def _is_repeated(field: Any) -> bool:
-    return field.is_repeated  # type: ignore[no-any-return]
+    def __init__(self, descriptor: Any) -> None:
+        fields = descriptor.fields
+        self.repeated = tuple(f.name for f in fields if f.is_repeated)
+        self.nested = tuple(
+            (f.name, f.message_type.full_name)
+            for f in fields
+            if f.is_repeated and f.message_type is not None and _leads_to_items(f.message_type)
+        )
+        self.singular = tuple(
+            f.name
+            for f in fields
+            if f.message_type is not None and not f.is_repeated and _leads_to_items(f.message_type)
+        )
 
 
 def _leads_to_items(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
     if descriptor.full_name in seen:
         return False
     return any(
-        f.message_type is not None
-        and (_is_repeated(f) or _leads_to_items(f.message_type, seen | {descriptor.full_name}))
+        f.is_repeated
+        or (
+            f.message_type is not None
+            and _leads_to_items(f.message_type, seen | {descriptor.full_name})
+        )
         for f in descriptor.fields
     )
 
 
-def item_count(message: Any) -> int:
-    """Elements of repeated message and map fields, outside other repeated fields.
+def item_count(message: Any, stop_above: int | None = None) -> int:
+    """Elements of every repeated field and map of `message`, at any depth.
 
-    These are what can make a message's decoded size out of proportion to its
-    bytes (an empty element is 2 bytes on the wire and a whole object in
-    memory). The count runs on a message of either `CLASSES` or `SKELETONS`
-    (`llmgw_wire.codec.schema`): on a skeleton the elements are bytes, so
-    counting them costs no message.
+    The count runs on a message of either `CLASSES` or `SKELETONS`
+    (`llmgw_wire.codec.schema`). On a skeleton, repeated messages are bytes:
+    the elements that hold repeated fields of their own are parsed one by one
+    as skeletons, so that no more than one of them is in memory at a time.
+    With `stop_above`, counting stops as soon as the count is over it: the
+    elements looked into are then bounded by the budget, not by the input.
     """
-    repeated, singular = _COUNTED[message.DESCRIPTOR]
-    count = sum(len(getattr(message, name)) for name in repeated)
-    for name in singular:
-        if message.HasField(name):
-            count += item_count(getattr(message, name))
-    return count
+    return _count(message, stop_above)[0]
+
+
+def _count(message: Any, stop_above: int | None) -> tuple[int, bool]:
+    """The count, and whether it is complete (False: stopped once over `stop_above`)."""
+    limit = stop_above if stop_above is not None else float("inf")
+    count = 0
+    # Depth first, and an element of a skeleton parsed only when its turn comes.
+    pending: list[tuple[Any, Any]] = [(message, None)]
+    while pending and count <= limit:
+        current, skeleton = pending.pop()
+        if skeleton is not None:
+            parsed = skeleton()
+            parsed.ParseFromString(current)
+            current = parsed
+        plan = _PLANS[current.DESCRIPTOR.full_name]
+        for name in plan.repeated:
+            count += len(getattr(current, name))
+        if count > limit:
+            # Complete only when nothing was left to look into.
+            more = any(getattr(current, name) for name, _ in plan.nested) or any(
+                current.HasField(name) for name in plan.singular
+            )
+            return count, not pending and not more
+        # The elements looked into were counted above: at most `limit` of them.
+        for name, element_type in plan.nested:
+            skeleton = _SKELETON_BY_NAME[element_type]
+            pending.extend(
+                (element, skeleton if isinstance(element, bytes) else None)
+                for element in getattr(current, name)
+            )
+        pending.extend(
+            (getattr(current, name), None) for name in plan.singular if current.HasField(name)
+        )
+    return count, not pending
 
 
 def check_items(message: Any, name: str, max_items: int) -> None:
     """Raise `DecodeError` when `message` has more than `max_items` counted elements."""
-    items = item_count(message)
+    items, complete = _count(message, max_items)
     if items > max_items:
-        reason = f"{items} elements of repeated fields is over the limit of {max_items}"
+        if complete:
+            reason = (
+                f"{items} elements of repeated fields and maps is over the limit of {max_items}"
+            )
+        else:
+            reason = (
+                f"more than {max_items} elements of repeated fields and maps "
+                f"({items} counted before the count stopped)"
+            )
         raise DecodeError(name, reason)
 
 
-# By descriptor, real and skeleton alike: the fields `item_count` reads.
-_COUNTED: dict[Any, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    classes[name].DESCRIPTOR: _counted_fields(real.DESCRIPTOR)  # type: ignore[attr-defined]
-    for name, real in CLASSES.items()
-    for classes in (CLASSES, SKELETONS)
+def _all_descriptors(descriptors: Any) -> list[Any]:
+    out = []
+    stack = list(descriptors)
+    while stack:
+        descriptor = stack.pop()
+        out.append(descriptor)
+        stack.extend(descriptor.nested_types)
+    return out
+
+
+_REAL = _all_descriptors(cls.DESCRIPTOR for cls in CLASSES.values())  # type: ignore[attr-defined]
+
+# By full name, the same for a real message and its skeleton: the fields to read.
+_PLANS: dict[str, _Plan] = {d.full_name: _Plan(d) for d in _REAL}
+
+_SKELETON_BY_NAME: dict[str, Any] = {
+    d.full_name: message_factory.GetMessageClass(d)
+    for d in _all_descriptors(cls.DESCRIPTOR for cls in SKELETONS.values())  # type: ignore[attr-defined]
 }
