@@ -56,7 +56,7 @@ from llmgw_wire import (
 )
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, wire_class
 from llmgw_wire.codec.limits import COUNT_FIRST_ABOVE
-from llmgw_wire.codec.scan import MAX_DEPTH
+from llmgw_wire.codec.scan import EXPLAIN_FIELDS, MAX_DEPTH, over_64_bits
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.testing import strategies as lst
@@ -399,6 +399,61 @@ def test_a_ten_byte_varint_is_a_negative_int32() -> None:
     assert decode(vi(10, -5), Registration).node.cpu_count == -5
 
 
+@pytest.mark.parametrize(
+    ("data", "where"),
+    [
+        (tag(10, 0) + b"\xff" * 9 + b"\x7f", "the varint of field 10 (`cpu_count`) at offset 0"),
+        (
+            tag(9, 0) + b"\x80" * 9 + b"\x02",
+            "the varint of field 9 (`memory_total_mb`) at offset 0",
+        ),
+        (
+            vi(1, 1)[:0] + tag(99, 0) + b"\x80" * 9 + b"\x02",
+            "the varint of unknown field 99 at offset 0",
+        ),
+    ],
+    ids=["int32", "int64", "unknown"],
+)
+def test_a_ten_byte_varint_over_64_bits_is_refused_as_go_does(data: bytes, where: str) -> None:
+    """upb drops the bits past the 64th; Go's runtime (and the specification) refuse them."""
+    REGISTER().ParseFromString(data)  # the official Python runtime accepts it
+    tenth = f"{data[-1]:#04x}"
+    path = " - at `$.cpu_count`" if "cpu_count" in where else ""
+    path = " - at `$.memory_total_mb`" if "memory_total_mb" in where else path
+    assert both_refuse(data) == (
+        f"Invalid `llmgw.v1.Register`: {where} carries more than 64 bits "
+        f"(its tenth byte is {tenth}){path}"
+    )
+
+
+def test_a_packed_varint_over_64_bits_is_refused() -> None:
+    data = ld(14, ld(12, b"\x01" + b"\x80" * 9 + b"\x03"))
+    assert both_refuse(data) == (
+        "Invalid `llmgw.v1.Register`: a packed varint of field 12 (`nvlink_peers`) at offset 5 "
+        "carries more than 64 bits (its tenth byte is 0x03) - at `$.gpus[0].nvlink_peers`"
+    )
+
+
+def test_a_ten_byte_varint_of_64_bits_and_a_suspect_run_in_a_string_are_accepted() -> None:
+    assert decode(tag(10, 0) + b"\x80" * 9 + b"\x01", Registration).node.cpu_count == 0
+    name = "数据中心A"  # nine bytes over 0x7f, then one under: the same run as an overlong varint
+    assert decode(ld(1, name.encode()), Registration).node.id == name
+
+
+def test_the_explanation_of_a_refusal_is_cut_short_on_a_large_input() -> None:
+    """A registration cut at its last byte: upb refuses it at once; the walk stops early."""
+    data = (vi(10, 1) * (DEFAULT_MAX_SIZE // 2 - 4) + ld(1, b"abc"))[:-1]
+    assert both_refuse(data) == (
+        f"Invalid `llmgw.v1.Register`: malformed bytes; the explanation stopped at offset "
+        f"{2 * EXPLAIN_FIELDS}, after {EXPLAIN_FIELDS} fields, before it found what is wrong"
+    )
+    # Within the budget, the same cut is explained.
+    assert both_refuse((vi(10, 1) * 1000 + ld(1, b"abc"))[:-1]) == (
+        "Invalid `llmgw.v1.Register`: field 1 (`node_id`) at offset 2000 claims 3 bytes, "
+        "2 left - at `$.node_id`"
+    )
+
+
 def test_the_bytes_end_inside_a_varint() -> None:
     assert both_refuse(vi(8, 1) + tag(10, 0) + b"\xff") == (
         "Invalid `llmgw.v1.Register`: the bytes end inside the varint of field 10 "
@@ -628,6 +683,8 @@ def test_corrupted_messages_decode_as_the_official_runtime_reads_them(
         if official is None:
             with pytest.raises(DecodeError, match="at offset"):
                 decode(raw, wire_class(model))
+        elif over_64_bits(raw, official.DESCRIPTOR) is not None:
+            event("a varint over 64 bits, which Go refuses")
         else:
             # Valid bytes that make no domain value (a time beyond year 9999).
             with pytest.raises(DecodeError):
@@ -643,6 +700,7 @@ def test_corrupted_messages_decode_as_the_official_runtime_reads_them(
             event("valid, but refused for betterproto2")
         return
     assert official is not None
+    assert over_64_bits(raw, official.DESCRIPTOR) is None
     assert plain_bp2(message, official.DESCRIPTOR) == plain_pb(official)
 
 

@@ -126,6 +126,9 @@ def parse(
         check_items(_parse_as(SKELETONS[name], raw, name), name, max_items)
     message = _parse_as(CLASSES[name], raw, name)
     check_items(message, name, max_items)
+    problem = scan.over_64_bits(raw, message.DESCRIPTOR)
+    if problem is not None:
+        raise DecodeError(name, problem.reason, problem.path)
     return message
 
 
