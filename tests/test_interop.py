@@ -467,8 +467,7 @@ def test_betterproto2_puts_a_number_in_a_string_field_the_library_does_not() -> 
     misread: Any = v1.Register.parse(data)
     assert misread.node_id == 5
     assert decode(data, Registration).node.id == ""
-    with pytest.raises(DecodeError, match=r"field 1 \(`node_id`\) at offset 0 arrived as varint"):
-        decode(data, v1.Register)
+    assert decode(data, v1.Register).node_id == ""
 
 
 def test_betterproto2_puts_a_list_in_an_int_field_the_library_does_not() -> None:
@@ -477,8 +476,7 @@ def test_betterproto2_puts_a_list_in_an_int_field_the_library_does_not() -> None
     misread: Any = v1.Register.parse(data)
     assert misread.cpu_count == [7]
     assert decode(data, Registration).node.cpu_count == 0
-    with pytest.raises(DecodeError, match=r"arrived as length-delimited, not varint"):
-        decode(data, v1.Register)
+    assert decode(data, v1.Register).cpu_count == 0
 
 
 def test_betterproto2_reads_a_groups_fields_as_its_own_the_library_skips_the_group() -> None:
@@ -486,8 +484,7 @@ def test_betterproto2_reads_a_groups_fields_as_its_own_the_library_skips_the_gro
     assert official(data)["cpu_count"] == 0
     assert v1.Register.parse(data).cpu_count == 5
     assert decode(data, Registration).node.cpu_count == 0
-    with pytest.raises(DecodeError, match="group 30 at offset 0; betterproto2 would read"):
-        decode(data, v1.Register)
+    assert decode(data, v1.Register).cpu_count == 0
 
 
 def test_betterproto2_puts_none_in_a_string_field_on_wire_type_7_the_library_refuses() -> None:

@@ -36,6 +36,7 @@ from llmgw_wire.domain import Registration, ShardCommand
 from llmgw_wire.errors import DecodeError, EncodeError
 from llmgw_wire.mapping import PAIRS
 from llmgw_wire.stream import AGENT_ENVELOPE, CONTROL_ENVELOPE, EnvelopeType, Skipped
+from llmgw_wire.stream.grpclib_codec import WireCodec
 
 __all__ = ["TYPES", "add_arguments", "render_tree", "run"]
 
@@ -147,7 +148,9 @@ def _decode(data: bytes, message: str, domain: type | None) -> object:
     if domain is not None:
         return decode(data, domain)
     kind = _ENVELOPES[message]
-    value = kind.open(decode(data, kind.wire))
+    # Read as the stream's own codec reads it (upb): a newer member's fields
+    # are named by a bounded walk, never parsed field by field in Python.
+    value = kind.incoming(WireCodec().decode(data, kind.wire))
     if isinstance(value, Skipped):
         raise DecodeError(kind.name, value.reason)
     return _Opened(message, kind.members[type(value)], value)

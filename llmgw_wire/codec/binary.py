@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError as _PbDecodeError
 from llmgw_wire.codec import scan
 from llmgw_wire.codec.converter import betterproto2_classes, not_top_level
 from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
+from llmgw_wire.codec.from_upb import build
 from llmgw_wire.codec.limits import (
     COUNT_FIRST_ABOVE,
     DEFAULT_MAX_ITEMS,
@@ -184,11 +185,8 @@ def decode(
     """
     wire_name = _WIRE_NAMES.get(into)
     if wire_name is not None:
-        # Parsed strictly first; betterproto2 then reads the canonical bytes.
-        canonical = scan.canonical_for_betterproto2(
-            parse(data, wire_name, max_size, max_items), data, wire_name
-        )
-        return into.parse(canonical)  # type: ignore[attr-defined,no-any-return]
+        # Parsed by upb, within the limits; betterproto2's parser never sees the bytes.
+        return build(parse(data, wire_name, max_size, max_items), wire_name)  # type: ignore[no-any-return]
     name, structure = _upb_decoders().get(into) or not_top_level(into)
     message = parse(data, name, max_size, max_items)
     try:

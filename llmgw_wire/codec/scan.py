@@ -1,4 +1,4 @@
-"""A small pure-Python wire scanner: why bytes were refused, and what betterproto2 misreads.
+"""A small pure-Python wire scanner: why bytes were refused, and varints over 64 bits.
 
 Google's parser (upb) does the real work of `decode`; this module runs only
 after it, on two paths:
@@ -7,13 +7,12 @@ after it, on two paths:
   was corrupt"), so the scanner walks the bytes the way upb does and names the
   first problem: its offset, the field and what is wrong with it. It stops at
   that problem and allocates nothing but the small slices it checks, so a
-  hostile length prefix costs nothing.
-* upb accepted the bytes and they are handed to betterproto2
-  (`canonical_for_betterproto2`). upb keeps a known field sent with the wrong
-  wire type, and groups, as unknown fields, which is conformant; betterproto2
-  would put the wrong-typed value into the typed field (a number in a string
-  field) and read a group's contents as fields of the enclosing message. Such
-  bytes are refused for a `llmgw_wire.v1` target.
+  hostile length prefix costs nothing. The walk costs far more per field than
+  upb's parse, so it stops after `EXPLAIN_FIELDS` fields and says so.
+* upb accepted the bytes (`over_64_bits`). upb drops the bits past the 64th
+  of a ten-byte varint, where Go's runtime refuses the message; a regular
+  expression rules such a varint out at C speed, and the walk decides only
+  for bytes with a suspect run.
 
 The depth and size rules are upb's: at most 100 levels of sub-messages and
 groups, tags of at most 32 bits, field numbers 1 to 2**29 - 1, varints of at
@@ -25,11 +24,9 @@ from __future__ import annotations
 import codecs
 import re
 from functools import cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
-
-from llmgw_wire.errors import DecodeError
 
 if TYPE_CHECKING:
     from google.protobuf.descriptor import Descriptor
@@ -38,8 +35,8 @@ __all__ = [
     "EXPLAIN_FIELDS",
     "MAX_DEPTH",
     "Problem",
-    "canonical_for_betterproto2",
     "diagnose",
+    "field_numbers",
     "over_64_bits",
 ]
 
@@ -47,14 +44,6 @@ __all__ = [
 MAX_DEPTH = 100
 
 _VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
-_WIRE_NAMES = {
-    _VARINT: "varint",
-    _I64: "fixed64",
-    _LEN: "length-delimited",
-    _SGROUP: "start-group",
-    _EGROUP: "end-group",
-    _I32: "fixed32",
-}
 
 _VARINT_TYPES = frozenset(
     {
@@ -193,13 +182,11 @@ class _Scanner:
     field of a message upb refused, possibly megabytes of them.
     """
 
-    def __init__(self, data: bytes, *, betterproto2: bool, budget: int | None = None) -> None:
+    def __init__(self, data: bytes, *, budget: int | None = None) -> None:
         self.data = data
         # Fields left to walk before giving up: the walk costs far more per
         # byte than upb's parse, so the explanation of a refusal is bounded.
         self.budget = budget if budget is not None else -1
-        # Also refuse what is valid but betterproto2 would misread.
-        self.betterproto2 = betterproto2
 
     def message(
         self,
@@ -279,14 +266,6 @@ class _Scanner:
         known = field is not None and (
             wire_type == field.wire_type or (wire_type == _LEN and field.packed)
         )
-        if self.betterproto2 and field is not None and not known:
-            raise _Bad(
-                at,
-                f"{_describe(number, field)} at offset {at} arrived as "
-                f"{_WIRE_NAMES[wire_type]}, not {_WIRE_NAMES[field.wire_type]}; betterproto2 "
-                "would store it in the field, where the official runtime keeps it as an "
-                "unknown field (decoding into the domain model ignores it)",
-            )
         if wire_type == _VARINT:
             try:
                 return _varint(self.data, pos, end)[1]
@@ -303,13 +282,6 @@ class _Scanner:
                 )
             return pos + size
         if wire_type == _SGROUP:
-            if self.betterproto2:
-                raise _Bad(
-                    at,
-                    f"group {number} at offset {at}; betterproto2 would read its contents as "
-                    "fields of the enclosing message, where the official runtime skips it "
-                    "(decoding into the domain model ignores it)",
-                )
             self.deeper(depth, at)
             return self.message(pos, end, None, depth + 1, group=(number, at))
         return self.length_delimited(pos, end, at, number, field if known else None, depth)
@@ -367,13 +339,9 @@ class _Scanner:
             raise _Bad(at, f"more than {MAX_DEPTH} nested messages and groups at offset {at}")
 
 
-def _scan(
-    data: bytes, descriptor: Descriptor, *, betterproto2: bool, budget: int | None = None
-) -> Problem | None:
+def _scan(data: bytes, descriptor: Descriptor, budget: int | None = None) -> Problem | None:
     try:
-        _Scanner(data, betterproto2=betterproto2, budget=budget).message(
-            0, len(data), _fields(descriptor), 0
-        )
+        _Scanner(data, budget=budget).message(0, len(data), _fields(descriptor), 0)
     except _Bad as bad:
         return Problem(bad.offset, bad.reason, tuple(bad.path))
     except _Cut as cut:
@@ -406,7 +374,7 @@ def diagnose(
     scanner agrees with no refusal, which the tests treat as a bug. The walk
     stops after `budget` fields (None: no limit), and the problem then says so.
     """
-    return _scan(data, descriptor, betterproto2=False, budget=budget)
+    return _scan(data, descriptor, budget)
 
 
 def over_64_bits(data: bytes, descriptor: Descriptor) -> Problem | None:
@@ -419,30 +387,26 @@ def over_64_bits(data: bytes, descriptor: Descriptor) -> Problem | None:
     """
     if _OVER_64_BITS.search(data) is None:
         return None
-    return _scan(data, descriptor, betterproto2=False)
+    return _scan(data, descriptor)
 
 
-def canonical_for_betterproto2(
-    message: Any, data: bytes | bytearray | memoryview, name: str
-) -> bytes:
-    """The canonical bytes of `message`, parsed by upb from `data`, for betterproto2 to parse.
+def field_numbers(data: bytes, budget: int = EXPLAIN_FIELDS) -> tuple[int, ...]:
+    """The numbers of the top-level fields of bytes upb accepted, among the first `budget`.
 
-    upb's re-serialisation merges what betterproto2 gets wrong (a sub-message
-    seen twice, two members of a oneof). What it cannot fix is an unknown
-    field betterproto2 would misread: a known field sent with the wrong wire
-    type, or a group. Those are refused. The scan runs only when the message
-    has unknown fields at all, which upb tells cheaply.
-
-    Raises:
-        DecodeError: the message holds an unknown field betterproto2 misreads.
+    For naming what a message carries that this version does not know (an
+    envelope's newer member) without building an object per unknown field.
     """
-    # Deterministic, so that map entries keep `encode`'s sorted order rather
-    # than upb's hash order, and the message re-encodes to the same bytes.
-    canonical: bytes = message.SerializeToString(deterministic=True)
-    # Dropping the unknown fields changes the size exactly when there are some.
-    message.DiscardUnknownFields()
-    if message.ByteSize() != len(canonical):
-        problem = _scan(bytes(data), message.DESCRIPTOR, betterproto2=True)
-        if problem is not None:
-            raise DecodeError(name, problem.reason, problem.path)
-    return canonical
+    scanner = _Scanner(data)
+    numbers: set[int] = set()
+    pos, end = 0, len(data)
+    try:
+        for _ in range(budget):
+            if pos >= end:
+                break
+            at = pos
+            number, wire_type, pos = scanner.tag(pos, end)
+            numbers.add(number)
+            pos = scanner.value(pos, end, at, number, wire_type, None, 0)
+    except _Bad:
+        pass  # not for bytes upb refused; what was read so far is the answer
+    return tuple(sorted(numbers))

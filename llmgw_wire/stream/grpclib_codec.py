@@ -31,13 +31,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from attrs import frozen
-from google.protobuf import unknown_fields
 from grpclib.encoding.base import CodecBase
 
 from llmgw_wire.codec.binary import compiled_upb, parse, reaches_map
 from llmgw_wire.codec.binary import decode as _decode
 from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
 from llmgw_wire.codec.limits import DEFAULT_MAX_SIZE
+from llmgw_wire.codec.scan import field_numbers
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import ENVELOPES as _ENVELOPE_TABLE
 from llmgw_wire.v1 import AgentMessage, ControlMessage
@@ -110,10 +110,8 @@ class _Envelope:
         envelope = parse(data, self.name, DEFAULT_MAX_SIZE)
         member = envelope.WhichOneof(_ONEOF)
         if member is None:
-            numbers = sorted(
-                {field.field_number for field in unknown_fields.UnknownFieldSet(envelope)}
-            )
-            return UnknownMember(self.name, tuple(numbers))
+            # A bounded walk of the bytes, not an object per unknown field.
+            return UnknownMember(self.name, field_numbers(bytes(data)))
         domain, structure = self.structure[member]
         wire = getattr(envelope, member)
         try:
