@@ -95,3 +95,21 @@ def _scalar(field: Any, value: Any) -> Any:
     if field.type == FieldDescriptor.TYPE_ENUM:
         return int(value)
     return value
+
+
+def as_go_reads(message_class: Any, entries_class: Any, data: bytes) -> Any:
+    """`data` parsed by the official runtime, with map entries read as Go's runtime reads them.
+
+    `entries_class` is the same message with maps as repeated entry messages
+    (`llmgw_wire.codec.schema.DECODE_CLASSES`): an entry that carries an
+    unknown field keeps its key there, where the official Python runtime
+    keeps the whole entry as an unknown field of the parent. Unknown fields
+    are dropped (the field-by-field comparisons do not see them). Raises the
+    official runtime's `DecodeError` for bytes it refuses.
+    """
+    entries = entries_class()
+    entries.ParseFromString(data)
+    entries.DiscardUnknownFields()
+    message = message_class()
+    message.ParseFromString(entries.SerializeToString())
+    return message

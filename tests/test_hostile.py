@@ -27,6 +27,7 @@ from rawwire import (
     EGROUP,
     I64,
     SGROUP,
+    as_go_reads,
     group,
     ld,
     nested_groups,
@@ -56,7 +57,7 @@ from llmgw_wire import (
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, wire_class
 from llmgw_wire.codec.limits import COUNT_FIRST_ABOVE
 from llmgw_wire.codec.scan import EXPLAIN_FIELDS, MAX_DEPTH, over_64_bits
-from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
@@ -696,12 +697,12 @@ FUZZED = [Registration, ShardCommand, ShardReport, Heartbeat, GPU]
 
 
 def _official(data: bytes, model: type) -> Any | None:
-    message = CLASSES[pair_for(model).wire]()
+    # Read as Go reads a map entry with an unknown field: the key is kept.
+    name = pair_for(model).wire
     try:
-        message.ParseFromString(data)
+        return as_go_reads(CLASSES[name], DECODE_CLASSES[name], data)
     except PbDecodeError:
         return None
-    return message
 
 
 @pytest.mark.parametrize("model", FUZZED, ids=lambda m: m.__name__)
@@ -817,3 +818,40 @@ def test_the_wire_codec_names_the_fields_of_a_newer_member_without_an_object_eac
     assert WireCodec().decode(vi(99, 1) + ld(98, b"x"), v1.AgentMessage) == UnknownMember(
         "llmgw.v1.AgentMessage", (98, 99)
     )
+
+
+# --- the same values on every path -------------------------------------------------------
+
+LABEL_WITH_AN_UNKNOWN_FIELD = ld(4, ld(1, b"k") + ld(2, b"v") + vi(3, 1))
+
+
+def test_a_map_entry_with_an_unknown_field_keeps_its_key_on_every_path() -> None:
+    """As Go reads it; Google's Python runtime alone loses the key."""
+    from llmgw_wire.stream.grpclib_codec import WireCodec
+
+    official = REGISTER()
+    official.ParseFromString(LABEL_WITH_AN_UNKNOWN_FIELD)
+    assert dict(official.labels) == {}
+    assert decode(LABEL_WITH_AN_UNKNOWN_FIELD, Registration).node.labels == {"k": "v"}
+    assert decode(LABEL_WITH_AN_UNKNOWN_FIELD, Node).labels == {"k": "v"}
+    assert decode(LABEL_WITH_AN_UNKNOWN_FIELD, v1.Register).labels == {"k": "v"}
+    envelope = ld(1, LABEL_WITH_AN_UNKNOWN_FIELD)
+    registration = WireCodec().decode(envelope, v1.AgentMessage)
+    assert isinstance(registration, Registration)
+    assert registration.node.labels == {"k": "v"}
+    # A later entry for the same key wins, as in a map.
+    later = LABEL_WITH_AN_UNKNOWN_FIELD + ld(4, ld(1, b"k") + ld(2, b"w"))
+    assert decode(later, Registration).node.labels == {"k": "w"}
+    assert decode(later, v1.Register).labels == {"k": "w"}
+
+
+def test_two_oneof_members_on_the_wire_the_last_wins_on_every_path() -> None:
+    from llmgw_wire.stream.grpclib_codec import WireCodec
+
+    heartbeat_last = ld(1, ld(1, b"n1")) + ld(3, ld(1, b"n1"))
+    assert decode(heartbeat_last, v1.AgentMessage) == v1.AgentMessage(
+        heartbeat=v1.Heartbeat(node_id="n1")
+    )
+    assert WireCodec().decode(heartbeat_last, v1.AgentMessage) == Heartbeat("n1")
+    register_last = ld(3, ld(1, b"n1")) + ld(1, ld(1, b"n1"))
+    assert WireCodec().decode(register_last, v1.AgentMessage) == Registration(Node(id="n1"))

@@ -24,7 +24,7 @@ from llmgw_wire.codec.limits import (
     DEFAULT_MAX_SIZE,
     check_items,
 )
-from llmgw_wire.codec.schema import CLASSES, SKELETONS
+from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping import PAIRS_WITH_MESSAGE, STATE_NUMBERS, pair_for
 from llmgw_wire.mapping.compiler import Compiled, Upb, compile_backend
@@ -125,7 +125,7 @@ def parse(
         raise DecodeError(name, f"{len(raw)} bytes is over the limit of {max_size}")
     if len(raw) > COUNT_FIRST_ABOVE:
         check_items(_parse_as(SKELETONS[name], raw, name), name, max_items)
-    message = _parse_as(CLASSES[name], raw, name)
+    message = _parse_as(DECODE_CLASSES[name], raw, name)
     check_items(message, name, max_items)
     problem = scan.over_64_bits(raw, message.DESCRIPTOR)
     if problem is not None:

@@ -68,7 +68,9 @@ def _field_source(field: FieldDescriptor, names: dict[str, Any], prefix: str) ->
         key = message.fields_by_name["key"]
         order = ", key=_upb_string_order" if key.type == FieldDescriptor.TYPE_STRING else ""
         names["_upb_string_order"] = _upb_string_order
-        items = f"sorted({get}.items(){order})"
+        # `decode` reads a map as its entries (`DECODE_CLASSES`): the last
+        # entry for a key wins, as in a map.
+        items = f"sorted({{e.key: e.value for e in {get}}}.items(){order})"
         if value.message_type is None and value.enum_type is None:
             return f"dict({items})"
         return f"{{k: {_value(value, 'v', names, prefix)} for k, v in {items}}}"

@@ -16,7 +16,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["CLASSES", "SKELETONS", "descriptor_set"]
+__all__ = ["CLASSES", "DECODE_CLASSES", "SKELETONS", "descriptor_set"]
 
 
 def descriptor_set() -> descriptor_pb2.FileDescriptorSet:
@@ -57,10 +57,31 @@ def _skeleton(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDe
     return out
 
 
+def _entries(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDescriptorProto:
+    # The schema with every map read as a repeated message of its entry type.
+    # upb's Python runtime keeps a map entry that carries an unknown field as
+    # an unknown field of the parent, so its key is lost; Go's runtime reads
+    # the entry as the message it is on the wire and skips the unknown field.
+    # Read as plain messages, the entries give Go's answer on every path.
+    out = descriptor_pb2.FileDescriptorProto()
+    out.CopyFrom(file)
+    out.ClearField("source_code_info")
+    messages = list(out.message_type)
+    while messages:
+        message = messages.pop()
+        messages.extend(message.nested_type)
+        if message.options.map_entry:
+            message.options.map_entry = False
+    return out
+
+
 _FILES = descriptor_set().file
 
 #: The upb message class of every message of the schema, by full proto name.
 CLASSES: dict[str, type] = _classes(_FILES)
+
+#: The same messages with maps read as repeated entry messages: what `decode` parses.
+DECODE_CLASSES: dict[str, type] = _classes(_entries(file) for file in _FILES)
 
 #: The same messages with repeated message fields read as bytes, to count items cheaply.
 SKELETONS: dict[str, type] = _classes(_skeleton(file) for file in _FILES)

@@ -242,6 +242,11 @@ def _fill_repeated(wire: str, expr: str) -> list[str]:
 
 
 def _str_map(container: Any) -> dict[str, str]:
+    if hasattr(container, "add"):
+        # A map read as its entries (how `decode` parses maps, so that an
+        # entry with an unknown field keeps its key, as Go's runtime does):
+        # a later entry for the same key wins.
+        return {entry.key: entry.value for entry in container}
     return {key: container[key] for key in container}
 
 
