@@ -180,7 +180,7 @@ def test_a_duration_beyond_timedelta_is_a_decode_error() -> None:
         decode(raw, StopCommand)
     assert str(excinfo.value) == (
         "Invalid `llmgw.v1.StopShard`: 9223372036854775807 ms does not fit a timedelta"
-        " - at `$.grace_period_ms`"
+        " (from -86399999913600000 to 86399999999999999 ms) - at `$.grace_period_ms`"
     )
     with pytest.raises(DecodeError):
         converter.structure(v1.StopShard.parse(raw), StopCommand)

@@ -855,3 +855,107 @@ def test_two_oneof_members_on_the_wire_the_last_wins_on_every_path() -> None:
     assert WireCodec().decode(heartbeat_last, v1.AgentMessage) == Heartbeat("n1")
     register_last = ld(3, ld(1, b"n1")) + ld(1, ld(1, b"n1"))
     assert WireCodec().decode(register_last, v1.AgentMessage) == Registration(Node(id="n1"))
+
+
+# --- what encode accepts, decode gives back; what it refuses, it says why -----------------
+
+
+def test_a_heartbeat_whose_instant_in_utc_is_before_year_1_is_refused_by_encode() -> None:
+    import datetime as dt
+
+    from llmgw_wire import EncodeError
+
+    early = dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5)))
+    with pytest.raises(EncodeError) as info:
+        encode(Heartbeat("n1", early))
+    assert str(info.value) == (
+        "Expected `an aware datetime from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in "
+        f"UTC`, got {early!r} - at `$.sent_at`"
+    )
+    latest = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc)
+    assert decode(encode(Heartbeat("n1", latest)), Heartbeat) == Heartbeat("n1", latest)
+
+
+@pytest.mark.parametrize(
+    ("data", "into", "reason"),
+    [
+        (
+            vi(2, 253_402_300_800_000),  # 10000-01-01T00:00:00Z, which Go sends
+            Heartbeat,
+            "Invalid `llmgw.v1.Heartbeat`: 253402300800000 ms since the epoch does not fit a "
+            "datetime (from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z: -62135596800000 "
+            "to 253402300799999 ms) - at `$.sent_at_unix_ms`",
+        ),
+        (
+            vi(12, 2**63 - 1),
+            ShardCommand,
+            "Invalid `llmgw.v1.StartShard`: 9223372036854775807 ms does not fit a timedelta "
+            "(from -86399999913600000 to 86399999999999999 ms) - at `$.startup_timeout_ms`",
+        ),
+        (
+            vi(12, 10**17),
+            ShardCommand,
+            "Invalid `llmgw.v1.StartShard`: 100000000000000000 ms does not fit a timedelta "
+            "(from -86399999913600000 to 86399999999999999 ms) - at `$.startup_timeout_ms`",
+        ),
+    ],
+    ids=["year-10000", "int64-max", "1e17"],
+)
+def test_int64_milliseconds_the_domain_cannot_hold_say_the_limit(
+    data: bytes, into: type, reason: str
+) -> None:
+    assert refusal(data, into) == reason
+
+
+def test_the_largest_durations_cross_the_wire() -> None:
+    import datetime as dt
+
+    from llmgw_wire.mapping.rules import MILLIS_RANGE
+
+    for ms in MILLIS_RANGE:
+        command = ShardCommand(startup_timeout=dt.timedelta(milliseconds=ms))
+        assert decode(encode(command), ShardCommand) == command
+
+
+def test_a_shard_of_another_node_is_refused_by_encode() -> None:
+    """The wire carries the node id once: decoding would silently give the node's."""
+    from llmgw_wire import AdoptedShard, EncodeError
+    from llmgw_wire.stream.grpclib_codec import WireCodec
+
+    registration = Registration(Node(id="n1"), shards=(AdoptedShard(node_id="n2"),))
+    expected = (
+        "Expected `'n1' as at `$.node.id` (the wire carries it once, in the enclosing "
+        "message)`, got 'n2' - at `$.shards[0].node_id`"
+    )
+    for write in (encode, converter.unstructure, lambda r: WireCodec().encode(r, v1.AgentMessage)):
+        with pytest.raises(EncodeError) as info:
+            write(registration)
+        assert str(info.value) == expected
+    same = Registration(Node(id="n1"), shards=(AdoptedShard(node_id="n1"),))
+    assert decode(encode(same), Registration) == same
+
+
+# --- the JSON codec ----------------------------------------------------------------------
+
+
+def test_json_has_the_same_limits() -> None:
+    from llmgw_wire import JSONError
+    from llmgw_wire.codec.json import from_json
+
+    features = '{"node": {"features": [' + ",".join(['""'] * 10_001) + "]}}"
+    with pytest.raises(JSONError) as info:
+        from_json(features, Registration)
+    assert str(info.value) == (
+        "Invalid `Registration`: more than 10000 elements of arrays and maps (10001 counted "
+        "before the count stopped)"
+    )
+    labels = '{"node": {"labels": {' + ",".join(f'"k{i}": ""' for i in range(10_001)) + "}}}"
+    with pytest.raises(JSONError, match="more than 10000 elements"):
+        from_json(labels, Registration)
+    unknown = "{" + ",".join(f'"k{i}": 0' for i in range(10_001)) + "}"
+    with pytest.raises(JSONError, match="more than 10000 elements"):
+        from_json(unknown, Registration)
+    with pytest.raises(JSONError, match="is over the limit of 4194304"):
+        from_json(" " * (DEFAULT_MAX_SIZE + 1), Registration)
+    # A newer peer's few keys are fine.
+    assert from_json('{"node": {"id": "n1", "rack": "r7"}}', Registration).node.id == "n1"

@@ -55,8 +55,11 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter, configure_converter
 
+from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.domain import State
 from llmgw_wire.errors import EncodeError, JSONError
+from llmgw_wire.mapping import PAIRS
+from llmgw_wire.mapping.rules import StrMap
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -522,14 +525,71 @@ def parse_json(data: str | bytes | bytearray, type_name: str) -> Any:
     raise JSONError(type_name, reason)
 
 
-def from_json(data: str | bytes | bytearray, into: type[T]) -> T:
+def from_json(
+    data: str | bytes | bytearray,
+    into: type[T],
+    *,
+    max_size: int = DEFAULT_MAX_SIZE,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> T:
     """The domain value of type `into` that the JSON text `data` holds.
 
     Unknown keys are ignored and missing ones take their defaults; values
-    must be of their JSON type (see this module's documentation).
+    must be of their JSON type (see this module's documentation). As for
+    `decode`, a document over `max_size` bytes (characters, for text) or with
+    more than `max_items` elements of arrays and maps (at any depth, under
+    unknown keys too) is refused before any domain value is built.
 
     Raises:
         JSONError: `data` is not JSON, or not a `into`, with the path of the
-            first offending value (`$.gpu_indices[2]`).
+            first offending value (`$.gpu_indices[2]`), or over a limit.
     """
-    return json_converter.structure(parse_json(data, _type_name(into)), into)
+    name = _type_name(into)
+    if len(data) > max_size:
+        raise JSONError(name, f"{len(data)} bytes is over the limit of {max_size}")
+    plain = parse_json(data, name)
+    items = _items(plain, max_items)
+    if items > max_items:
+        raise JSONError(
+            name,
+            f"more than {max_items} elements of arrays and maps ({items} counted before the "
+            "count stopped)",
+        )
+    return json_converter.structure(plain, into)
+
+
+def _items(plain: object, limit: int) -> int:
+    """Array elements and map entries in a parsed document, counted until over `limit`.
+
+    A JSON object is a map when it is the value of a map attribute (`labels`,
+    `nic_paths`, ...): each entry counts. In any other object, the keys that
+    are attributes do not count (nor do the fields of a binary message); a
+    key no domain model has counts, as an unknown field would if it cost as
+    much (it is ignored, but parsed and looked at).
+    """
+    count = 0
+    pending = [(plain, False)]
+    while pending and count <= limit:
+        value, is_map = pending.pop()
+        if isinstance(value, list):
+            count += len(value)
+            pending.extend((item, False) for item in value if isinstance(item, (list, dict)))
+        elif isinstance(value, dict):
+            count += len(value) if is_map else len(value.keys() - _ATTRIBUTES)
+            pending.extend(
+                (item, key in _MAP_ATTRIBUTES)
+                for key, item in value.items()
+                if isinstance(item, (list, dict))
+            )
+    return count
+
+
+# The attributes whose JSON objects are maps: their entries count as elements.
+_MAP_ATTRIBUTES = frozenset(
+    rule.attr for pair in PAIRS for rule in pair.rules if isinstance(rule, StrMap)
+)
+
+# Every attribute name of the domain models: any other key is unknown.
+_ATTRIBUTES = frozenset(rule.attr for pair in PAIRS for rule in pair.rules) | frozenset(
+    a.name for pair in PAIRS for a in attrs.fields(pair.domain)
+)

@@ -396,6 +396,16 @@ class UnstructureGen:
                     self.stmt(f"if {fields[wire]} != {expr}: raise _Invalid")
                 else:
                     fields[wire] = expr
+        for rule in self.rules(domain):
+            if isinstance(rule, rules.Messages):
+                # An item's attribute that the enclosing message carries (an
+                # adopted shard's node id) must agree with it, or decoding
+                # would silently give back another value.
+                for attr, wire in rule.context:
+                    self.stmt(
+                        f"if any(_x.{attr} != {fields[wire]} for _x in {obj}.{rule.attr}): "
+                        "raise _Invalid"
+                    )
         return list(fields.items())
 
     def function(self, domain: type, wire_class: type) -> str:

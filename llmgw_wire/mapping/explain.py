@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from llmgw_wire.errors import EncodeError, format_path
-from llmgw_wire.mapping.rules import Invalid, LeaderEndpoint, Path, Rule, leader_addr
-from llmgw_wire.mapping.table import pair_for
+from llmgw_wire.mapping.rules import Invalid, LeaderEndpoint, Messages, Path, Rule, leader_addr
+from llmgw_wire.mapping.table import flat_fields, pair_for
 
 __all__ = ["explain_value", "explain_wire"]
 
@@ -30,6 +30,9 @@ class _TableWalk:
                 except Invalid:
                     expected = "None, or `http://<leader_addr>:<http_port>` for rank 0"
                     raise EncodeError(expected, sub, (*path, rule.attr)) from None
+        for rule in pair.rules:
+            if isinstance(rule, Messages) and rule.context:
+                self.context(value, rule, path)
         for claims in pair.shared_wire_fields().values():
             first, *others = claims
             want = _resolve(value, first)
@@ -40,6 +43,21 @@ class _TableWalk:
                         f"{want!r} as at `{format_path((*path, *first))}` (both are one wire field)"
                     )
                     raise EncodeError(expected, got, (*path, *attrs))
+
+    def context(self, value: Any, rule: Messages, path: Path) -> None:
+        """Each item's attributes that the enclosing message carries must agree with it."""
+        carried = dict(flat_fields(pair_for(type(value))))
+        for attr, wire in rule.context:
+            where = carried[wire]
+            want = _resolve(value, where)
+            for i, item in enumerate(getattr(value, rule.attr)):
+                got = getattr(item, attr)
+                if got != want:
+                    expected = (
+                        f"{want!r} as at `{format_path((*path, *where))}` (the wire carries "
+                        "it once, in the enclosing message)"
+                    )
+                    raise EncodeError(expected, got, (*path, rule.attr, i, attr))
 
     def wire(self, message: object, domain: type, path: Path, message_type: str) -> None:
         for rule in pair_for(domain).rules:

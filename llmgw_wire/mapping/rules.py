@@ -92,6 +92,18 @@ def millis(value: object) -> int:
     return ms
 
 
+#: The whole milliseconds a `timedelta` holds (about 2.7 million years each way).
+MILLIS_RANGE = (-86_399_999_913_600_000, 86_399_999_999_999_999)
+
+#: The milliseconds since the epoch a `datetime` holds: 0001-01-01T00:00:00Z
+#: to 9999-12-31T23:59:59.999Z. Go's time.Time holds more; the domain refuses
+#: the rest both ways, saying so, rather than wrapping.
+EPOCH_MILLIS_RANGE = (-62_135_596_800_000, 253_402_300_799_999)
+
+_TIMEDELTA_LIMIT = f"from {MILLIS_RANGE[0]} to {MILLIS_RANGE[1]} ms"
+_DATETIME_LIMIT = "from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z"
+
+
 def from_millis(value: int) -> dt.timedelta:
     """Whole milliseconds as a `timedelta`; `Invalid` beyond its range."""
     try:
@@ -104,7 +116,11 @@ def epoch_millis(value: object) -> int:
     """An aware `datetime` as whole milliseconds since the epoch; `Invalid` otherwise."""
     if not isinstance(value, dt.datetime) or value.utcoffset() is None:
         raise Invalid
-    return millis(value - EPOCH)
+    ms = millis(value - EPOCH)
+    # In UTC, what decoding gives back: an offset can put it past the range.
+    if not EPOCH_MILLIS_RANGE[0] <= ms <= EPOCH_MILLIS_RANGE[1]:
+        raise Invalid
+    return ms
 
 
 def from_epoch_millis(value: int) -> dt.datetime:
@@ -438,7 +454,9 @@ class Millis(Rule):
         try:
             from_millis(getattr(message, self.wire))
         except Invalid:
-            reason = f"{getattr(message, self.wire)} ms does not fit a timedelta"
+            reason = (
+                f"{getattr(message, self.wire)} ms does not fit a timedelta ({_TIMEDELTA_LIMIT})"
+            )
             raise DecodeError(message_type, reason, path) from None
 
     def describe(self) -> str:
@@ -459,13 +477,21 @@ class EpochMillis(Rule):
         try:
             epoch_millis(value)
         except Invalid:
-            raise EncodeError("an aware datetime of whole milliseconds", value, path) from None
+            try:
+                millis(value - EPOCH)  # type: ignore[operator]
+            except (Invalid, TypeError):
+                raise EncodeError("an aware datetime of whole milliseconds", value, path) from None
+            expected = f"an aware datetime {_DATETIME_LIMIT} in UTC"
+            raise EncodeError(expected, value, path) from None
 
     def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
         try:
             from_epoch_millis(getattr(message, self.wire))
         except Invalid:
-            reason = f"{getattr(message, self.wire)} ms since the epoch does not fit a datetime"
+            reason = (
+                f"{getattr(message, self.wire)} ms since the epoch does not fit a datetime "
+                f"({_DATETIME_LIMIT}: {EPOCH_MILLIS_RANGE[0]} to {EPOCH_MILLIS_RANGE[1]} ms)"
+            )
             raise DecodeError(message_type, reason, path) from None
 
     def describe(self) -> str:

@@ -66,6 +66,7 @@ __all__ = [
     "STATE_NUMBERS",
     "Envelope",
     "Pair",
+    "flat_fields",
     "pair_for",
 ]
 
@@ -102,6 +103,11 @@ def _shared_wire_fields(pair: Pair) -> dict[str, list[tuple[str, ...]]]:
     for wire, attrs in _flat_fields(pair):
         claims.setdefault(wire, []).append(attrs)
     return {wire: paths for wire, paths in claims.items() if len(paths) > 1}
+
+
+def flat_fields(pair: Pair) -> list[tuple[str, tuple[str, ...]]]:
+    """The scalar wire fields of a pair's message, each with the attribute path it comes from."""
+    return _flat_fields(pair)
 
 
 def _flat_fields(pair: Pair) -> list[tuple[str, tuple[str, ...]]]:

@@ -18,7 +18,10 @@ message `w` with known states:
 * `no_mutation`: conversions neither change their input nor share mutable
   state with it;
 * `unknown_states_failed`: a state number this version does not know, from a
-  newer agent, decodes as `State.FAILED`, through bytes and the converter.
+  newer agent, decodes as `State.FAILED`, through bytes and the converter;
+* `encoded_decodes_equal`: every value `encode` accepts, extremes included
+  (`strategies.extreme_values`), `decode` gives back equal; what `encode`
+  refuses it refuses with an `EncodeError`, never a wrapped value.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from hypothesis.strategies import SearchStrategy
 
 from llmgw_wire.codec import decode, encode, wire_class
 from llmgw_wire.domain import AdoptedShard, Registration, ShardReport, State
+from llmgw_wire.errors import EncodeError
 from llmgw_wire.mapping import PAIRS
 from llmgw_wire.testing import strategies as lst
 
@@ -173,6 +177,15 @@ def _unknown_states_failed(cls: type, message: Any, conv: cattrs.Converter) -> N
     _expect(kept == message, "decode(bytes, wire class)", kept, message)
 
 
+def _encoded_decodes_equal(cls: type, value: Any, conv: cattrs.Converter) -> None:
+    try:
+        data = encode(value)
+    except EncodeError:
+        return  # refused, saying why: never carried changed
+    back = decode(data, cls)
+    _expect(back == value, "decode(encode(d)) of a value encode accepted", back, value)
+
+
 #: Every law, in the order the tests and `llmgw-wire fuzz` run them.
 LAWS: tuple[Law, ...] = (
     Law(
@@ -223,6 +236,13 @@ LAWS: tuple[Law, ...] = (
         _WITH_STATES,
         lambda cls: lst.wire_messages(cls, unknown_states=True),
         _unknown_states_failed,
+    ),
+    Law(
+        "encoded_decodes_equal",
+        "every value encode accepts, extremes included, decode gives back equal",
+        MODELS,
+        lst.extreme_values,
+        _encoded_decodes_equal,
     ),
 )
 

@@ -86,6 +86,7 @@ __all__ = [
     "computes",
     "control_messages",
     "domain_values",
+    "extreme_values",
     "fabric_attachments",
     "gpu_fabrics",
     "gpu_healths",
@@ -839,6 +840,64 @@ def domain_values(cls: type[T], **options: Any) -> SearchStrategy[T]:
             assert decode(encode(registration), Registration) == registration
     """
     return _BY_TYPE[cls](**options)
+
+
+def _any_deltas() -> SearchStrategy[dt.timedelta]:
+    # Every timedelta, its extremes and fractions of a millisecond included.
+    return st.timedeltas() | st.sampled_from([dt.timedelta.min, dt.timedelta.max])
+
+
+def _any_aware_datetimes() -> SearchStrategy[dt.datetime]:
+    # Any offset, up to the edges of the datetime range, where the instant in
+    # UTC can fall outside what a datetime holds.
+    offsets = st.integers(-1439, 1439).map(lambda m: dt.timezone(dt.timedelta(minutes=m)))
+    edges = st.sampled_from([dt.datetime.min, dt.datetime.max, dt.datetime(9999, 12, 31, 23, 59)])
+    naive = st.datetimes() | edges | edges.map(lambda d: d.replace(microsecond=0))
+    return st.builds(lambda d, tz: d.replace(tzinfo=tz), naive, offsets)
+
+
+@st.composite
+def _registration_with_a_shard_of_another_node(draw: st.DrawFn) -> Registration:
+    registration = draw(registrations(max_gpus=2, max_shards=2))
+    if not registration.shards:
+        return registration
+    other = draw(texts(12))
+    shards = (attrs.evolve(registration.shards[0], node_id=other), *registration.shards[1:])
+    return attrs.evolve(registration, shards=shards)
+
+
+@_cached
+def extreme_values(cls: type[T]) -> SearchStrategy[T]:
+    """Domain values at and past the edges of what the wire and the domain hold.
+
+    `encode` may refuse some (with an `EncodeError`: a timedelta or a
+    datetime beyond the limits, a fraction of a millisecond, a shard whose
+    node id is not its node's); what it accepts, `decode` must give back
+    equal. `domain_values` draws only values that cross the wire.
+
+    Example::
+
+        from llmgw_wire import EncodeError, Heartbeat, decode, encode
+
+        @given(lst.extreme_values(Heartbeat))
+        def test_what_encode_accepts_decodes_equal(heartbeat):
+            try:
+                data = encode(heartbeat)
+            except EncodeError:
+                return
+            assert decode(data, Heartbeat) == heartbeat
+    """
+    base: SearchStrategy[Any] = domain_values(cls)
+    extreme: SearchStrategy[Any] = base
+    if cls is Heartbeat:
+        extreme = st.builds(Heartbeat, texts(12), _any_aware_datetimes())
+    elif cls is ShardCommand:
+        extreme = st.builds(attrs.evolve, base, startup_timeout=_any_deltas())
+    elif cls is StopCommand:
+        extreme = st.builds(attrs.evolve, base, grace=_any_deltas())
+    elif cls is Registration:
+        extreme = _registration_with_a_shard_of_another_node()
+    return base | extreme
 
 
 # The wire classes that carry a shard state, and where it is in them.
