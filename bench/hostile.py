@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["SHAPES", "Cell", "run_all", "table"]
+__all__ = ["JSON_SHAPES", "QUICK_SHAPES", "SHAPES", "Cell", "run_all", "table"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,6 +85,9 @@ JSON_SHAPES: dict[str, tuple[str, str]] = {
         "'[' * 100_000 + ']' * 100_000",
     ),
 }
+
+#: The shapes `--quick` runs: one accepted, one refused by each bound.
+QUICK_SHAPES = ("unknown fields", "many tiny elements", "cut at the end", "json: unknown keys")
 
 _PROLOGUE = """
 import contextlib, io, os, resource, sys, time, tracemalloc

@@ -16,8 +16,9 @@ domain to wire object), it times side by side and interleaved:
 And what a stream pays per message, envelope included: `stream.py` with
 grpclib's default codec against `llmgw_wire.stream.grpclib_codec.WireCodec`.
 
-Then the registration storm (`bench.storm`), and the targets, each marked
-met or missed. `--json PATH` writes everything as JSON as well.
+Then the registration storm (`bench.storm`), the targets, each marked met
+or missed, and the worst shapes of hostile input on every decode path
+(`bench.hostile`). `--json PATH` writes everything as JSON as well.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import json
 import os
 import platform
 import sys
+import tempfile
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any, cast
 from google.protobuf.internal import api_implementation
 from grpclib.encoding.proto import ProtoCodec
 
-from bench import handwritten_bp2, handwritten_pb, samples
+from bench import handwritten_bp2, handwritten_pb, hostile, samples
 from bench.harness import Contender, Group, Timing, run
 from bench.storm import TUNED_THRESHOLDS, StormResult, fleet, storm
 from llmgw_wire import converter, decode, encode, v1
@@ -488,6 +490,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     for target in results:
         print(target.line())
 
+    # The worst shapes of hostile input, each on every decode path.
+    hostile_size = 64 * 1024 if args.quick else 4 * 1024 * 1024 - 64
+    with tempfile.TemporaryDirectory() as tmp:
+        shapes = hostile.QUICK_SHAPES if args.quick else None
+        hostile_cells = hostile.run_all(hostile_size, Path(tmp), shapes)
+    print()
+    print(
+        f"Hostile input: the worst shapes at {hostile_size / 2**20:.2f} MiB, each decoded once "
+        "per path in a process of its own; CPU time, tracemalloc peak and peak-RSS growth "
+        "per MiB of input"
+    )
+    for line in hostile.table(hostile_cells):
+        print(line)
+
     if args.json is not None:
         report = {
             "environment": env,
@@ -517,6 +533,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for t in timings
             ],
             "storm": storm_result.as_dict(),
+            "hostile": [cell.as_dict() for cell in hostile_cells],
             "targets": [
                 {
                     "name": t.name,

@@ -50,7 +50,15 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    for heading in ("Register (", "StartShard (", "ShardStatus (", "Storm: ", "Targets"):
+    headings = (
+        "Register (",
+        "StartShard (",
+        "ShardStatus (",
+        "Storm: ",
+        "Targets",
+        "Hostile input",
+    )
+    for heading in headings:
         assert heading in run.stdout
 
     report = json.loads(out.read_text())
