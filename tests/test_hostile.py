@@ -763,17 +763,22 @@ def test_the_corpus(name: str) -> None:
     entry = CORPUS_INDEX[name]
     data = (CORPUS / name).read_bytes()
     model = getattr(llmgw_wire, entry["model"], None) or getattr(v1, entry["model"])
-    official = CLASSES[f"llmgw.v1.{'Register' if model is Registration else entry['model']}"]()
-    targets = {"wire": wire_class(model) if model is Registration else model}
+    proto = f"llmgw.v1.{'Register' if model is Registration else entry['model']}"
+    if hasattr(llmgw_wire, entry["model"]):
+        proto = pair_for(model).wire
+    targets = {"wire": wire_class(model) if hasattr(llmgw_wire, entry["model"]) else model}
     if "domain" in entry:
         targets["domain"] = model
     for target, into in targets.items():
         assert _outcome(data, into) == entry[target], target
     if "ok" not in (entry.get("domain"), entry["wire"]):
+        if over_64_bits(data, CLASSES[proto].DESCRIPTOR) is not None:  # type: ignore[attr-defined]
+            return  # the official Python runtime accepts these; Go refuses them, as we do
         with pytest.raises(PbDecodeError):
-            official.ParseFromString(data)
+            CLASSES[proto]().ParseFromString(data)
         return
-    official.ParseFromString(data)
+    # Compared with what Go reads: a map entry with an unknown field keeps its key.
+    official = as_go_reads(CLASSES[proto], DECODE_CLASSES[proto], data)
     if entry.get("domain") == "ok":
         assert decode(data, model) == decode(official.SerializeToString(), model)
     if entry["wire"] == "ok":
