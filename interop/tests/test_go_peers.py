@@ -9,6 +9,7 @@ used to judge the Python stream.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from peers import (
@@ -22,7 +23,8 @@ from peers import (
 if TYPE_CHECKING:
     from peers import Peers, TLSFiles
 
-RUNS = 20
+# Repetitions of the stop cases; LLMGW_INTEROP_RUNS raises them for a soak.
+RUNS = int(os.environ.get("LLMGW_INTEROP_RUNS", "20"))
 
 STATUS_MESSAGE = "node is cordoned: registration refused by the control plane"
 
