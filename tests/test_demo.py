@@ -12,7 +12,6 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-import grpclib.client
 import pytest
 
 from llmgw_wire._cli.demo import render, run_demo
@@ -81,10 +80,7 @@ def test_a_taken_port_is_a_clear_error() -> None:
 
 def agent_that_dies(conn: Connection, port: int, timeout: float) -> None:
     async def main() -> None:
-        async with (
-            grpclib.client.Channel("127.0.0.1", port) as channel,
-            connect(channel) as session,
-        ):
+        async with connect(f"127.0.0.1:{port}") as session:
             await session.send(sample_registration())
             await session.recv(timeout)
             os._exit(3)
@@ -94,8 +90,9 @@ def agent_that_dies(conn: Connection, port: int, timeout: float) -> None:
 
 def agent_that_never_registers(conn: Connection, port: int, timeout: float) -> None:
     async def main() -> None:
-        async with grpclib.client.Channel("127.0.0.1", port) as channel, connect(channel):
-            await asyncio.sleep(60)
+        async with connect(f"127.0.0.1:{port}") as session:
+            # The call is open once something is sent; nothing is.
+            await session.recv(60)
 
     asyncio.run(main())
 
