@@ -31,23 +31,21 @@ import importlib
 import inspect
 import json
 import re
-import typing
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import betterproto2
 import griffe
 from google.protobuf import descriptor_pb2
 from mkdocs.exceptions import PluginError
 
 import llmgw_wire
-from llmgw_wire import stream, v1
+from llmgw_wire import v1
 from llmgw_wire._gen.message_pool import default_message_pool
 from llmgw_wire.conversions import state_from_wire, state_to_wire
 from llmgw_wire.domain import State
-from llmgw_wire.mapping import PAIRS, Pair, pair_for
+from llmgw_wire.mapping import ENVELOPES, PAIRS, Pair, pair_for
 from llmgw_wire.mapping.rules import (
     Constant,
     Embedded,
@@ -344,18 +342,16 @@ def envelopes() -> str:
         "| direction | envelope | member | no. | wire message | domain value |",
         "| --- | --- | --- | ---: | --- | --- |",
     ]
-    sides: list[tuple[str, Any, Callable[[Any], Any]]] = [
-        ("agent → control plane", stream.FromAgent, stream.agent_message),
-        ("control plane → agent", stream.FromControl, stream.control_message),
-    ]
-    for direction, union, wrap in sides:
-        for domain in typing.get_args(union):
-            envelope = wrap(domain())
-            member, _ = betterproto2.which_one_of(envelope, "msg")
-            name = _proto_names()[type(envelope)]
+    directions = {
+        "llmgw.v1.AgentMessage": "agent → control plane",
+        "llmgw.v1.ControlMessage": "control plane → agent",
+    }
+    for envelope in ENVELOPES:
+        name = envelope.wire
+        for member, domain in envelope.members:
             number, _comment = _fields(name)[member]
             out.append(
-                f"| {direction} | `{name}` | `{member}` | {number} | "
+                f"| {directions[name]} | `{name}` | `{member}` | {number} | "
                 f"`{pair_for(domain).wire}` | {_mapping_link(domain)} |"
             )
     return "\n".join(out) + "\n"
