@@ -103,11 +103,6 @@ CASES = [
         "got datetime.timedelta(microseconds=1500) - at `$.startup_timeout`",
     ),
     (
-        attrs.evolve(sample_command(), pool="batch"),
-        "Expected `'chat' as at `$.spec.pool` (both are one wire field)`, "
-        "got 'batch' - at `$.pool`",
-    ),
-    (
         ShardCommand(spec=ShardSpec(threads=INT32_MAX + 1)),
         "Expected `int32`, got 2147483648 - at `$.spec.threads`",
     ),
