@@ -234,3 +234,38 @@ def test_every_public_name_has_a_docstring(package: griffe.Module, module: str) 
 def test_every_public_module_says_what_it_exports() -> None:
     without = [m for m in public_modules() if not hasattr(importlib.import_module(m), "__all__")]
     assert without == []
+
+
+def test_every_example_type_checks_under_mypy_strict(tmp_path: Path) -> None:
+    """The examples are what services copy: they must pass `mypy --strict` as written.
+
+    A page's blocks build on each other, so each page is checked as one file.
+    """
+    pages = [p for p in [*PAGES, ROOT / "README.md"] if python_blocks(p)]
+    files = []
+    for page in pages:
+        name = re.sub(r"\W", "_", str(page.relative_to(ROOT)).removesuffix(".md"))
+        file = tmp_path / f"{name}.py"
+        # A session transcript (`>>>`) shows output; it is not a program.
+        blocks = [b for b in python_blocks(page) if not b.startswith(">>>")]
+        file.write_text("\n\n".join(blocks))
+        files.append(file)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-error-summary",
+            "--cache-dir",
+            str(tmp_path / ".mypy_cache"),
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.stdout.replace(str(tmp_path) + "/", "") == ""
