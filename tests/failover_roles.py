@@ -66,7 +66,7 @@ class Adopting(ControlPlane):
                     command = sample_command()
                     shard = f"{node}-s0"
                     spec = attrs.evolve(command.spec, shard_id=shard)
-                    await session.send(attrs.evolve(command, shard_id=shard, spec=spec))
+                    await session.send(attrs.evolve(command, spec=spec))
             elif isinstance(value, ShardReport) and value.state is State.READY:
                 say("READY", session.node_id, value.shard_id)
 

@@ -10,7 +10,9 @@ the generator NAME writes from the library:
 * `states`: the shard states on the wire and in the domain, from
   `state_from_wire` and `state_to_wire`;
 * `envelopes`: which member of which envelope carries which domain value,
-  from `llmgw_wire.stream`;
+  from `llmgw_wire.mapping.ENVELOPES`;
+* `compiled-source`: the functions the compiler writes for one pair, for
+  both backends (`llmgw_wire.mapping.compiler`);
 * `wire-messages`: every name of `llmgw_wire.v1`, with what it carries;
 * `laws`: the round-trip laws `llmgw-wire fuzz` checks, from
   `llmgw_wire.testing.laws.LAWS`;
@@ -342,19 +344,29 @@ def envelopes() -> str:
         "| direction | envelope | member | no. | wire message | domain value |",
         "| --- | --- | --- | ---: | --- | --- |",
     ]
-    directions = {
-        "llmgw.v1.AgentMessage": "agent → control plane",
-        "llmgw.v1.ControlMessage": "control plane → agent",
-    }
-    for envelope in ENVELOPES:
-        name = envelope.wire
+    directions = ("agent → control plane", "control plane → agent")
+    for direction, envelope in zip(directions, ENVELOPES, strict=True):
         for member, domain in envelope.members:
-            number, _comment = _fields(name)[member]
+            number, _comment = _fields(envelope.wire)[member]
             out.append(
-                f"| {directions[name]} | `{name}` | `{member}` | {number} | "
+                f"| {direction} | `{envelope.wire}` | `{member}` | {number} | "
                 f"`{pair_for(domain).wire}` | {_mapping_link(domain)} |"
             )
     return "\n".join(out) + "\n"
+
+
+def compiled_source() -> str:
+    """The source the compiler writes for one pair (a GPU), for both backends."""
+    from llmgw_wire.codec.binary import compiled_upb
+    from llmgw_wire.codec.cattrs_converter import compiled_betterproto2
+    from llmgw_wire.domain import GPU
+
+    out = []
+    for name, compiled in (("upb", compiled_upb()), ("betterproto2", compiled_betterproto2())):
+        out.append(f'=== "{name}"\n\n    ```python\n')
+        out.extend(f"    {line}".rstrip() + "\n" for line in compiled.sources[GPU].splitlines())
+        out.append("    ```\n")
+    return "\n".join(out)
 
 
 # --- the wire layer and the API summary ---------------------------------------------------
@@ -558,6 +570,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "api-summary": api_summary,
     "benchmarks": benchmarks,
     "compat-rules": compat_rules,
+    "compiled-source": compiled_source,
     "envelopes": envelopes,
     "laws": laws,
     "mapping": mapping,

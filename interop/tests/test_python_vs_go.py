@@ -215,9 +215,7 @@ class Scripted(ControlPlane):
                 command = sample_command()
                 shard = f"{node}-s0"
                 spec = attrs.evolve(command.spec, replica_id="rep-py", shard_id=shard)
-                await session.send(
-                    attrs.evolve(command, replica_id="rep-py", shard_id=shard, spec=spec)
-                )
+                await session.send(attrs.evolve(command, spec=spec))
             if self.scenario == "graceful":
                 await session.send(StopCommand("rep-py", f"{node}-s0", dt.timedelta(seconds=30)))
                 self.stop_soon()
