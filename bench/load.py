@@ -241,8 +241,19 @@ async def serve(conn: Connection, transport: str) -> None:
     )
 
 
-def control_plane_process(conn: Connection, transport: str) -> None:
-    asyncio.run(serve(conn, transport))
+def control_plane_process(conn: Connection, transport: str, profile: str = "") -> None:
+    if not profile:
+        asyncio.run(serve(conn, transport))
+        return
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        asyncio.run(serve(conn, transport))
+    finally:
+        profiler.disable()
+        profiler.dump_stats(profile)
 
 
 # --- the agents -------------------------------------------------------------------
@@ -359,12 +370,17 @@ def start(ctx: Any, target: Any, args: tuple[Any, ...], name: str) -> tuple[Any,
 
 
 def run(
-    agents: int, shares: list[int], deadline: float, processes: list[Any], transport: str
+    agents: int,
+    shares: list[int],
+    deadline: float,
+    processes: list[Any],
+    transport: str,
+    profile: str = "",
 ) -> Outcome:
     """Start the processes (into `processes`, for the caller to stop) and run the exchange."""
     # Spawned, never forked: a forked child of a process with live grpc objects can hang.
     ctx = multiprocessing.get_context("spawn")
-    plane, plane_conn = start(ctx, control_plane_process, (transport,), "control plane")
+    plane, plane_conn = start(ctx, control_plane_process, (transport, profile), "control plane")
     processes.append(plane)
     ((_, port, rss_before),) = receive([plane_conn], deadline)
     conns = []
@@ -384,6 +400,12 @@ def run(
     wall = time.perf_counter() - started
     plane_conn.send("stop")
     ((_, registrations, adopted, ready, errors, rss_peak, cpu),) = receive([plane_conn], deadline)
+    if profile:
+        plane.join(60)  # let it write its profile
+        import pstats
+
+        print(f"--- the control plane's profile ({transport}), by own time ---")
+        pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(14)
     return Outcome(
         shares,
         wall,
@@ -484,6 +506,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--transport", choices=(*TRANSPORTS, "both"), default="both", help="default: both"
     )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        default="",
+        help="profile the control plane into FILE and show the top (slows it down)",
+    )
     args = parser.parse_args(argv)
     base, extra = divmod(args.agents, args.processes)
     shares = [base + (i < extra) for i in range(args.processes)]
@@ -494,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         deadline = time.monotonic() + args.timeout
         processes: list[Any] = []
         try:
-            outcome = run(args.agents, shares, deadline, processes, transport)
+            outcome = run(args.agents, shares, deadline, processes, transport, args.profile)
         except (TimeoutError, RuntimeError) as exc:
             print(f"error ({transport}): {exc} (timeout {args.timeout:g} s)", file=sys.stderr)
             return 1

@@ -260,7 +260,8 @@ class Server:
             await asyncio.wait((handler, ending), return_when=asyncio.FIRST_COMPLETED)
             _set_status(context, await self._outcome(session, handler, ending))
         except asyncio.CancelledError:
-            logger.warning("stream with %s lost: the call was cancelled", session)
+            # An agent that leaves, or reconnects, cancels its call: no alarm.
+            logger.info("stream with %s lost: the call was cancelled", session)
             if handler is not None and not handler.done():
                 handler.cancel()
                 with contextlib.suppress(BaseException):
