@@ -10,6 +10,11 @@
                             keeps its shards' states in DIR, registers with
                             them, and starts what it is told; prints
                             ACK <adopted> for each Ack and STARTED <shard>
+    scenario-plane NAME     a control plane on a free port that, on the first
+                            registration, sends Ack, StartShard and StopShard
+                            and stops gracefully (NAME graceful), or sends an
+                            Ack, ends the call FAILED_PRECONDITION and stops
+                            (NAME status); prints LISTENING <port>, STOPPED
     memory-plane            a control plane on a free port that prints
                             LISTENING <port>, then its peak RSS in KiB
                             (RSS <kib>) for each line on stdin
@@ -20,6 +25,7 @@ Every line is flushed at once: the test reads them as they come.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import resource
 import signal
 import sys
@@ -44,6 +50,8 @@ from llmgw_wire.stream import (
     Backoff,
     ControlPlane,
     ControlSession,
+    Server,
+    StreamError,
     keep_connected,
     registration_from_inventory,
     start_server,
@@ -134,6 +142,46 @@ def wire_state_inventory() -> Inventory:
     )
 
 
+CORDONED = "node is cordoned: registration refused by the control plane"
+
+
+class Scenario(ControlPlane):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.server: Server | None = None
+        self.stopped = asyncio.Event()
+
+    def stop_soon(self) -> None:
+        assert self.server is not None
+        task = asyncio.get_running_loop().create_task(self.server.stop(grace=20))
+        task.add_done_callback(lambda _: self.stopped.set())
+
+    async def handle(self, session: ControlSession) -> None:
+        value = await session.recv(timeout=60)
+        assert isinstance(value, Registration)
+        node = value.node.id
+        await session.send(Ack(node, len(value.shards), "adopted"))
+        if self.name == "status":
+            self.stop_soon()
+            raise StreamError(CORDONED, code="FAILED_PRECONDITION")
+        command = sample_command()
+        await session.send(command)
+        await session.send(
+            StopCommand(command.replica_id, command.shard_id, dt.timedelta(seconds=30))
+        )
+        self.stop_soon()
+        async for _ in session:
+            pass
+
+
+async def scenario_plane(name: str) -> None:
+    plane = Scenario(name)
+    plane.server = await start_server(plane)
+    say("LISTENING", plane.server.port)
+    await plane.stopped.wait()
+    say("STOPPED")
+
+
 class Idle(ControlPlane):
     async def handle(self, session: ControlSession) -> None:
         async for _ in session:
@@ -155,6 +203,8 @@ if __name__ == "__main__":
         asyncio.run(control_plane(int(args[0])))
     elif role == "agent":
         asyncio.run(agent(*args))
+    elif role == "scenario-plane":
+        asyncio.run(scenario_plane(args[0]))
     elif role == "memory-plane":
         asyncio.run(memory_plane())
     else:

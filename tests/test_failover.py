@@ -193,3 +193,60 @@ def test_a_message_over_the_limit_is_refused_before_it_is_buffered(roles: list[R
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
     # Refused as its length prefix arrived: far less than the message was buffered.
     assert after - before < 32, f"peak RSS grew from {before:.1f} to {after:.1f} MiB"
+
+
+REPETITIONS = 20
+
+
+async def register_and_read(port: str) -> tuple[list[str], tuple[str, str] | None]:
+    from llmgw_wire.stream import StreamError, connect
+    from llmgw_wire.testing.sample import sample_registration
+
+    got: list[str] = []
+    async with connect(f"127.0.0.1:{port}") as session:
+        await session.send(sample_registration())
+        try:
+            async for value in session:
+                got.append(type(value).__name__)  # noqa: PERF401 (kept as it comes, up to an error)
+        except StreamError as exc:
+            return got, (exc.code, exc.details)
+    return got, None
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        (
+            "graceful",
+            (
+                ["Ack", "ShardCommand", "StopCommand"],
+                ("UNAVAILABLE", "the control plane is stopping"),
+            ),
+        ),
+        (
+            "status",
+            (
+                ["Ack"],
+                (
+                    "FAILED_PRECONDITION",
+                    "node is cordoned: registration refused by the control plane",
+                ),
+            ),
+        ),
+    ],
+)
+def test_a_stopping_control_plane_loses_nothing_it_sent(
+    roles: list[Role], scenario: str, expected: tuple[list[str], tuple[str, str]]
+) -> None:
+    import asyncio
+
+    failures = []
+    for run in range(REPETITIONS):
+        plane = start(roles, "scenario-plane", scenario)
+        (port,) = plane.expect("LISTENING")
+        got = asyncio.run(asyncio.wait_for(register_and_read(port), WAIT))
+        plane.expect("STOPPED")
+        code = plane.process.wait(WAIT)
+        if (got, code) != (expected, 0):
+            failures.append(f"run {run}: {got}, exit {code}")
+    assert failures == [], f"{len(failures)} of {REPETITIONS} runs lost something: {failures}"
