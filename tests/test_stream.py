@@ -789,3 +789,43 @@ def test_errors_are_one_family() -> None:
     with pytest.raises(ValueError, match="Expected a gRPC error status code, got 'OK'"):
         StreamError("fine", code="OK")
     assert not issubclass(DecodeError, StreamError)
+
+
+def test_keep_connected_gives_up_on_permission_denied() -> None:
+    async def control_plane(session: ControlSession) -> None:
+        raise PermissionDenied("not this agent")
+
+    async def main() -> None:
+        async def serve(session: AgentSession) -> None:
+            async for _ in session:
+                pass
+
+        async with serving(Recording(control_plane)) as server:
+            with pytest.raises(PermissionDenied, match="not this agent"):
+                await keep_connected(
+                    target(server), sample_registration, serve, backoff=Backoff(initial=0.5)
+                )
+
+    run(main)
+
+
+def test_a_large_registration_crosses_whole() -> None:
+    # Over the size above which a session decodes in a thread, under the limits.
+    gpus = tuple(
+        GPU(index=i, uuid=f"GPU-{i:05d}", name="NVIDIA H100 80GB HBM3") for i in range(9000)
+    )
+    large = attrs.evolve(sample_registration(), node=attrs.evolve(sample_node(), gpus=gpus))
+    assert len(encode_envelope(large)) > 256 * 1024
+    received: list[object] = []
+
+    async def control_plane(session: ControlSession) -> None:
+        received.extend([value async for value in session])
+
+    async def main() -> None:
+        async with serving(Recording(control_plane)) as server, connect(target(server)) as session:
+            await session.send(large)
+            await session.close()
+            assert await session.recv(timeout=WAIT) is None
+
+    run(main)
+    assert received == [large]
