@@ -829,3 +829,12 @@ def test_a_large_registration_crosses_whole() -> None:
 
     run(main)
     assert received == [large]
+
+
+def test_stopping_twice_does_nothing_more() -> None:
+    async def main() -> None:
+        async with await start_server(Recording(lambda session: asyncio.sleep(0))) as server:
+            await server.stop(grace=WAIT)
+        await server.stop(grace=None)
+
+    run(main)

@@ -167,7 +167,10 @@ class Server:
             grace: seconds to wait for open calls to end; None or 0 cuts
                 them at once.
         """
-        if self._server is None:
+        if self._server is None or self._stopping:
+            # Stopping twice (an explicit stop, then `async with`'s) does nothing more.
+            if self._server is not None:
+                await self._server.wait_for_termination()
             return
         self._stopping = True
         for end in list(self._enders):
