@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("llmgw_wire.demo", "run a control plane and an agent speaking the stream"),
     "inspect": ("llmgw_wire._inspect", "show a binary wire message as its domain value"),
-    "compat": ("llmgw_wire.compat", "check the schema for changes that break older or newer peers"),
+    "compat": (
+        "llmgw_wire._cli.compat",
+        "check the schema for changes that break older or newer peers",
+    ),
     "fuzz": ("llmgw_wire.fuzz", "check every round-trip law with generated inputs, for CI"),
 }
 

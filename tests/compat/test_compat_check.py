@@ -13,12 +13,13 @@ import pytest
 
 from llmgw_wire import compat
 from llmgw_wire.cli import main
+from llmgw_wire.compat import _sources
 from llmgw_wire.errors import WireError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 # Line numbers matter: the expected locations below point into these texts.
 PROTO3 = textwrap.dedent(
@@ -257,8 +258,14 @@ CASES: list[tuple[str, str, str, list[tuple[str, str]], list[tuple[str, str]]]] 
         "map renamed",
         PROTO3,
         edit(PROTO3, ("map<string, string> labels", "map<string, string> tags")),
-        [],
-        [("FIELD_SAME_JSON_NAME", "t.proto:9:3"), ("FIELD_SAME_NAME", "t.proto:9:23")],
+        # As buf: the hidden entry type is renamed with the field (LabelsEntry
+        # to TagsEntry), a type change.
+        [("FIELD_WIRE_COMPATIBLE_TYPE", "t.proto:9:3")],
+        [
+            ("FIELD_SAME_JSON_NAME", "t.proto:9:3"),
+            ("FIELD_WIRE_JSON_COMPATIBLE_TYPE", "t.proto:9:3"),
+            ("FIELD_SAME_NAME", "t.proto:9:23"),
+        ],
     ),
     (
         "field renamed",
@@ -578,9 +585,8 @@ def test_messages_name_what_changed(compile_schema: Callable[[str], Any]) -> Non
         "a number that older peers give another meaning.",
         "message t.v1.Gpu no longer reserves field numbers 20, 22; a new declaration could "
         "reuse a number that older peers give another meaning.",
-        'field 5 "labels" of message t.v1.Gpu changed type from map<string, string> to '
-        "map<string, bytes>, a change the wire format or JSON does not allow; peers on the "
-        "two versions misread it.",
+        'field 2 "value" of message t.v1.Gpu.LabelsEntry changed type from string to bytes, '
+        "a change the wire format or JSON does not allow; peers on the two versions misread it.",
         'value 2 ("KIND_SLICE") of enum t.v1.Kind was deleted without reserving its name; '
         "older peers still send it by name in JSON.",
         'value 2 ("KIND_SLICE") of enum t.v1.Kind was deleted without reserving its number; '
@@ -740,7 +746,10 @@ def test_from_git_finds_the_folder_in_the_repository(
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (["--against", "nowhere"], "Expected a file, a folder or a git revision, got 'nowhere'"),
+        (
+            ["--against", "nowhere"],
+            "Expected a file, a folder, a released version or a git revision, got 'nowhere'",
+        ),
         (["--against", "git:nowhere"], "'nowhere' is not a git revision"),
         (["--against", "garbage.binpb"], "garbage.binpb is not a FileDescriptorSet"),
         (["--against", "empty.binpb"], "empty.binpb holds no schema files"),
@@ -772,7 +781,7 @@ def test_command_rejects_an_unknown_category(capsys: pytest.CaptureFixture[str])
 def test_compiling_needs_the_schema_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(compat, "_PROTOC_MODULE", "llmgw_wire_no_protoc_here")
+    monkeypatch.setattr(_sources, "_PROTOC_MODULE", "llmgw_wire_no_protoc_here")
     folder = write_schema(tmp_path / "proto", PROTO3)
     assert main(["compat", "--proto", str(folder)]) == 2
     assert "install the `schema` extra: pip install 'llmgw-wire[schema]'" in capsys.readouterr().err
