@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import argparse
 
     from llmgw_wire.compat import Config, Finding
+    from llmgw_wire.compat._mapping import MappingChange
 
 __all__ = ["add_arguments", "run"]
 
@@ -143,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return bad
     source = args.input or args.proto or "proto"
-    notes: list[Finding] = []
+    notes: list[MappingChange] = []
     try:
         new, _, root = _load(source, allow_git=False, proto_root=None)
         if args.against is None:
@@ -174,9 +175,12 @@ def run(args: argparse.Namespace) -> int:
     shown = _display(findings, root)
     sys.stdout.write(compat.render(shown, args.error_format))
     if notes:
-        from llmgw_wire.compat import _mapping
+        from llmgw_wire.compat._mapping import render_changes
 
-        sys.stderr.write(_mapping.render_changes(notes, args.error_format))
+        # Notices, not findings: beside the findings for the machine-read
+        # formats, on standard error where they would spoil a text or XML report.
+        stream = sys.stdout if args.error_format in ("json", "github-actions") else sys.stderr
+        stream.write(render_changes(notes, args.error_format))
     rules = ", ".join(config.use) if config is not None and config.use else category
     count = f"{len(findings)} breaking change{'' if len(findings) == 1 else 's'}"
     verdict = count if findings else "compatible"

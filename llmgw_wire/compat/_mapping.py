@@ -259,10 +259,10 @@ def unmapped_fields(
         covered.setdefault(pair.wire, set()).update(_wire_fields(pair, by_domain))
     schema = index(fds.file, "the schema")
     findings = []
-    for key, node in schema.elements["field"].items():
+    for node in schema.elements["field"].values():
         if node.extension or schema.is_map_entry(node.parent):
             continue
-        message, _ = key  # type: ignore[misc]
+        message = node.parent
         if message not in covered or node.name in declared:
             continue
         if node.proto.name not in covered[message]:

@@ -577,13 +577,15 @@ def _enum_value_same_name(p: Pair) -> Iterator[Hit]:
         # name the number had must stay, or old writers are not understood.
         if {v.name for _, v in old[number]} <= {v.name for _, v in values}:
             continue
-        yield Hit(
-            p.new,
-            f"value {number} of enum {p.new.name} was renamed from {_names(old[number])} "
-            f"to {_names(values)}; JSON carries enum values by name, so peers on the "
-            "two versions do not understand each other's.",
-            (_D.EnumDescriptorProto.VALUE_FIELD_NUMBER, values[0][0], *_VALUE_NUMBER),
-        )
+        # As buf: one finding at each value that now has the number.
+        for i, _ in values:
+            yield Hit(
+                p.new,
+                f"value {number} of enum {p.new.name} was renamed from {_names(old[number])} "
+                f"to {_names(values)}; JSON carries enum values by name, so peers on the "
+                "two versions do not understand each other's.",
+                (_D.EnumDescriptorProto.VALUE_FIELD_NUMBER, i, *_VALUE_NUMBER),
+            )
 
 
 # ---------------------------------------------------------------- RPCs
