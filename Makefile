@@ -34,10 +34,12 @@ test: lint gen-check compat
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
 
+## lint: ruff (format and rules), mypy --strict, and the architecture's import contracts
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 format: $(STAMP)
 	$(BIN)/ruff format .
@@ -64,7 +66,7 @@ baseline: $(STAMP)
 	@test ! -e $(BASELINE) || { echo "$(BASELINE) exists; baselines are frozen once released"; exit 1; }
 	cd proto && $(CURDIR)/$(BIN)/python -m grpc_tools.protoc -I. --include_imports --include_source_info \
 		--descriptor_set_out=$(CURDIR)/$(BASELINE) $$(find . -name '*.proto' | cut -c3- | LC_ALL=C sort)
-	$(BIN)/python -c 'import sys; from llmgw_wire.compat._mapping import freeze_mapping; freeze_mapping(sys.argv[1])' \
+	$(BIN)/python -c 'import sys; from llmgw_wire._cli.compat_mapping import freeze_mapping; freeze_mapping(sys.argv[1])' \
 		$(BASELINE:.binpb=.mapping.json)
 
 .PHONY: compat baseline

@@ -14,7 +14,7 @@ domain to wire object), it times side by side and interleaved:
 * each runtime's parse or serialise alone, the floor under any mapping.
 
 And what a stream pays per message, envelope included: `stream.py` with
-grpclib's default codec against `llmgw_wire.grpc_codec.WireCodec`.
+grpclib's default codec against `llmgw_wire.stream.grpclib_codec.WireCodec`.
 
 Then the registration storm (`bench.storm`), and the targets, each marked
 met or missed. `--json PATH` writes everything as JSON as well.
@@ -39,11 +39,12 @@ from grpclib.encoding.proto import ProtoCodec
 from bench import handwritten_bp2, handwritten_pb, samples
 from bench.harness import Contender, Group, Timing, run
 from bench.storm import TUNED_THRESHOLDS, StormResult, fleet, storm
-from llmgw_wire import codec, converter, decode, encode, v1
-from llmgw_wire._pb import CLASSES
+from llmgw_wire import converter, decode, encode, v1
+from llmgw_wire.codec.binary import compiled_upb
+from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand, ShardReport
-from llmgw_wire.grpc_codec import WireCodec
 from llmgw_wire.stream import control_message, value_from_agent_message
+from llmgw_wire.stream.grpclib_codec import WireCodec
 from llmgw_wire.v1 import AgentMessage, ControlMessage
 
 if TYPE_CHECKING:
@@ -124,12 +125,12 @@ SUBJECTS = (
 
 def _upb_structure(message: Any, domain: type) -> Any:
     # The functions under `decode`, without the parse: private, for reference only.
-    return codec._compiled_upb().structure[domain](message)
+    return compiled_upb().structure[domain](message)
 
 
 def _upb_unstructure(value: Any) -> Any:
     # The functions under `encode`, without the serialisation: private, for reference only.
-    return codec._compiled_upb().unstructure[type(value)](value)
+    return compiled_upb().unstructure[type(value)](value)
 
 
 def groups_for(s: Subject) -> list[Group]:
@@ -186,7 +187,7 @@ def envelope_groups() -> tuple[list[Group], dict[str, int]]:
 
     `stream.py` reads and writes with grpclib's default codec (betterproto2's
     parser and serialiser) and opens or fills the envelope with the
-    converter; `llmgw_wire.grpc_codec.WireCodec` does both at once with upb.
+    converter; `llmgw_wire.stream.grpclib_codec.WireCodec` does both at once with upb.
     """
     registration, command = SUBJECTS[0].value, SUBJECTS[1].value
     wire_codec, proto_codec = WireCodec(), ProtoCodec()

@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from llmgw_wire._compile import STATE_NUMBERS, STATES_BY_NUMBER
-from llmgw_wire.codec import converter, structure_with_context
+from llmgw_wire.codec.converter import converter, structure_with_context
 from llmgw_wire.domain import (
     AdoptedShard,
     FabricAttachment,
@@ -22,6 +21,7 @@ from llmgw_wire.domain import (
     ShardSpec,
     State,
 )
+from llmgw_wire.mapping import STATE_NUMBERS, STATES_BY_NUMBER
 from llmgw_wire.v1 import Register, RunningShard, ShardStatusState, StartShard
 
 if TYPE_CHECKING:

@@ -28,10 +28,10 @@ from llmgw_wire import (
     decode,
     encode,
 )
-from llmgw_wire import strategies as lst
-from llmgw_wire._pb import CLASSES
 from llmgw_wire.codec import wire_class
+from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
+from llmgw_wire.testing import strategies as lst
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -28,7 +28,7 @@ from llmgw_wire import (
     encode,
     v1,
 )
-from llmgw_wire.sample import sample_command, sample_node
+from llmgw_wire.testing.sample import sample_command, sample_node
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -101,11 +101,6 @@ CASES = [
         attrs.evolve(sample_command(), startup_timeout=dt.timedelta(microseconds=1500)),
         "Expected `a timedelta of whole milliseconds, within int64`, "
         "got datetime.timedelta(microseconds=1500) - at `$.startup_timeout`",
-    ),
-    (
-        attrs.evolve(sample_command(), pool="batch"),
-        "Expected `'chat' as at `$.spec.pool` (both are one wire field)`, "
-        "got 'batch' - at `$.pool`",
     ),
     (
         ShardCommand(spec=ShardSpec(threads=INT32_MAX + 1)),

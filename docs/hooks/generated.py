@@ -13,7 +13,7 @@ the generator NAME writes from the library:
   from `llmgw_wire.stream`;
 * `wire-messages`: every name of `llmgw_wire.v1`, with what it carries;
 * `laws`: the round-trip laws `llmgw-wire fuzz` checks, from
-  `llmgw_wire.laws.LAWS`;
+  `llmgw_wire.testing.laws.LAWS`;
 * `benchmarks`: the last measured benchmark tables, from the JSON that
   `make bench` wrote into `docs/reference/benchmarks.json`;
 * `compat-rules`: the rules of the schema checker and their categories, from
@@ -45,7 +45,10 @@ from mkdocs.exceptions import PluginError
 import llmgw_wire
 from llmgw_wire import stream, v1
 from llmgw_wire._gen.message_pool import default_message_pool
-from llmgw_wire._rules import (
+from llmgw_wire.conversions import state_from_wire, state_to_wire
+from llmgw_wire.domain import State
+from llmgw_wire.mapping import PAIRS, Pair, pair_for
+from llmgw_wire.mapping.rules import (
     Constant,
     Embedded,
     FromContext,
@@ -55,9 +58,6 @@ from llmgw_wire._rules import (
     NotCarried,
     Rule,
 )
-from llmgw_wire.conversions import state_from_wire, state_to_wire
-from llmgw_wire.domain import State
-from llmgw_wire.mapping import PAIRS, Pair, pair_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -76,7 +76,7 @@ HOME_MODULES = (
     "llmgw_wire.conversions",
     "llmgw_wire.codec",
     "llmgw_wire.errors",
-    "llmgw_wire.jsoncodec",
+    "llmgw_wire.codec.json",
     "llmgw_wire.state",
 )
 
@@ -474,7 +474,7 @@ def compat_rules() -> str:
 
 def laws() -> str:
     """The laws of the mapping, with the domain models each holds for."""
-    from llmgw_wire.laws import LAWS
+    from llmgw_wire.testing.laws import LAWS
 
     out = ["| law | what it says | models |", "| --- | --- | --- |"]
     for law in LAWS:

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import argparse
 
+    from llmgw_wire._cli.compat_mapping import MappingChange
     from llmgw_wire.compat import Config, Finding
-    from llmgw_wire.compat._mapping import MappingChange
 
 __all__ = ["add_arguments", "run"]
 
@@ -88,13 +88,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _load(value: str, *, allow_git: bool, proto_root: Path | None) -> tuple[Any, str, Path | None]:
     """A schema named on the command line, how to print it, and its proto root if a folder."""
     from llmgw_wire import compat
-    from llmgw_wire.compat import _sources
 
     if value.startswith("git:") and allow_git:
         return compat.from_git(value.removeprefix("git:"), proto_root or "proto"), value, None
     path = Path(value)
     if path.is_dir():
-        root = _sources.find_proto_root(path)
+        root = compat.find_proto_root(path)
         return compat.compile_protos(root), value, root
     if path.exists():
         return compat.read_descriptor_set(path), value, None
@@ -102,7 +101,7 @@ def _load(value: str, *, allow_git: bool, proto_root: Path | None) -> tuple[Any,
         version = value.removeprefix("v")
         if version in compat.baseline_versions():
             return compat.baseline(version), f"schema {version}", None
-        if _sources.revision(value, Path.cwd()) is not None:
+        if _is_revision(value):
             return compat.from_git(value, proto_root or "proto"), f"git:{value}", None
     what = (
         "a file, a folder, a released version or a git revision"
@@ -112,9 +111,22 @@ def _load(value: str, *, allow_git: bool, proto_root: Path | None) -> tuple[Any,
     raise compat.CompatError(f"Expected {what}, got {value!r}")
 
 
+def _is_revision(ref: str) -> bool:
+    import subprocess
+
+    try:
+        result = subprocess.run(
+            ["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            capture_output=True,
+            check=False,
+        )
+    except FileNotFoundError:
+        return False
+    return result.returncode == 0
+
+
 def _config(args: argparse.Namespace, root: Path | None) -> Config | None:
-    from llmgw_wire.compat import load_config
-    from llmgw_wire.compat._config import find_config
+    from llmgw_wire.compat import find_config, load_config
 
     if args.config is not None:
         return load_config(args.config, root)
@@ -163,19 +175,19 @@ def run(args: argparse.Namespace) -> int:
             )
         findings = compat.check(old, new, category=category, config=config)
         if args.mapping:
-            from llmgw_wire.compat import _mapping
+            from llmgw_wire._cli import compat_mapping
 
-            findings = sorted([*findings, *_mapping.unmapped_fields(new)])
+            findings = sorted([*findings, *compat_mapping.unmapped_fields(new)])
             released = against.removeprefix("schema ") if against.startswith("schema ") else None
             if released is not None:
-                notes = _mapping.mapping_changes(released)
+                notes = compat_mapping.mapping_changes(released)
     except compat.CompatError as exc:
         print(f"llmgw-wire compat: error: {exc}", file=sys.stderr)
         return bad
     shown = _display(findings, root)
     sys.stdout.write(compat.render(shown, args.error_format))
     if notes:
-        from llmgw_wire.compat._mapping import render_changes
+        from llmgw_wire._cli.compat_mapping import render_changes
 
         # Notices, not findings: beside the findings for the machine-read
         # formats, on standard error where they would spoil a text or XML report.

@@ -17,13 +17,14 @@ deleted from. Where the checker deliberately differs from buf, `deviations()`
 says so, as data.
 
 The checker reads descriptor sets only: it needs neither the domain models
-nor the mapping (`llmgw-wire compat --mapping` adds the reports that do).
+nor the mapping (`llmgw-wire compat --mapping` adds the reports that do, from
+the command line's side).
 """
 
 from __future__ import annotations
 
 from llmgw_wire.compat._check import check
-from llmgw_wire.compat._config import Config, load_config
+from llmgw_wire.compat._config import Config, find_config, load_config
 from llmgw_wire.compat._deviations import Deviation, deviations
 from llmgw_wire.compat._formats import FORMATS, render
 from llmgw_wire.compat._model import CompatError, Finding
@@ -32,6 +33,7 @@ from llmgw_wire.compat._sources import (
     baseline,
     baseline_versions,
     compile_protos,
+    find_proto_root,
     from_git,
     read_descriptor_set,
 )
@@ -49,6 +51,8 @@ __all__ = [
     "check",
     "compile_protos",
     "deviations",
+    "find_config",
+    "find_proto_root",
     "from_git",
     "load_config",
     "read_descriptor_set",

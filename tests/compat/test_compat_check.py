@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from llmgw_wire import compat
-from llmgw_wire.cli import main
+from llmgw_wire._cli import main
 from llmgw_wire.compat import _sources
 from llmgw_wire.errors import WireError
 

@@ -16,7 +16,7 @@ session`. A receive timeout leaves the session usable: messages are read by a
 task of the session's own, never cut in half.
 
 The envelopes' bytes are read and written by `WireCodec`
-(`llmgw_wire.grpc_codec`: upb and the compiled mapping, the path of `encode`
+(`llmgw_wire.stream.grpclib_codec`: upb and the compiled mapping, the path of `encode`
 and `decode`) wherever the stream's grpclib end has it: `start_server` gives
 it to its server, and an agent gives it to its channel. An end with another
 codec, such as grpclib's default, gets betterproto2 envelopes from grpclib,
@@ -57,7 +57,7 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 from llmgw_wire.codec import converter
 from llmgw_wire.domain import Ack, Heartbeat, Registration, ShardCommand, ShardReport, StopCommand
 from llmgw_wire.errors import DecodeError
-from llmgw_wire.grpc_codec import ENVELOPES, UnknownMember, WireCodec
+from llmgw_wire.stream.grpclib_codec import ENVELOPES, UnknownMember, WireCodec
 from llmgw_wire.v1 import AgentMessage, AgentServiceBase, ControlMessage
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ S = TypeVar("S")
 R = TypeVar("R")
 
 
-class _Skipped:
+class Skipped:
     """Why an envelope carried no value this version can hand over."""
 
     __slots__ = ("reason",)
@@ -115,7 +115,7 @@ class _Skipped:
         self.reason = reason
 
 
-class _Envelope(Generic[E, V]):
+class EnvelopeType(Generic[E, V]):
     """One envelope message: which domain value travels in which member.
 
     This is the only place that touches the envelopes, whichever codec the
@@ -138,12 +138,12 @@ class _Envelope(Generic[E, V]):
             return value
         return self.wrap(value)
 
-    def incoming(self, message: object) -> V | _Skipped:
+    def incoming(self, message: object) -> V | Skipped:
         """The value in what a stream's codec gave: a value, an envelope or an unknown member."""
         if isinstance(message, self.wire):
             return self.open(message)
         if isinstance(message, UnknownMember):
-            return _Skipped(_no_known_member(message.fields))
+            return Skipped(_no_known_member(message.fields))
         return message  # type: ignore[return-value]
 
     def _member(self, value: V) -> str:
@@ -160,18 +160,18 @@ class _Envelope(Generic[E, V]):
         setattr(envelope, member, converter.unstructure(value))
         return envelope
 
-    def open(self, envelope: E) -> V | _Skipped:
+    def open(self, envelope: E) -> V | Skipped:
         try:
             chosen: tuple[str, Any] = betterproto2.which_one_of(envelope, _ONEOF)
         except RuntimeError:
             both = [name for name in self.domains if getattr(envelope, name) is not None]
-            return _Skipped(f"more than one member set ({', '.join(both)})")
+            return Skipped(f"more than one member set ({', '.join(both)})")
         member, wire = chosen
         # An empty member is falsy but present: only None means absent.
         if wire is None:
             unknown = getattr(envelope, "_unknown_fields", b"")
             numbers = sorted({field.number for field in betterproto2.parse_fields(unknown)})
-            return _Skipped(_no_known_member(numbers))
+            return Skipped(_no_known_member(numbers))
         return converter.structure(wire, self.domains[member])  # type: ignore[no-any-return]
 
 
@@ -180,8 +180,8 @@ def _no_known_member(numbers: Sequence[int]) -> str:
     return f"no member this version knows ({what})"
 
 
-_AGENT: Final = _Envelope[AgentMessage, FromAgent](AgentMessage)
-_CONTROL: Final = _Envelope[ControlMessage, FromControl](ControlMessage)
+AGENT_ENVELOPE: Final = EnvelopeType[AgentMessage, FromAgent](AgentMessage)
+CONTROL_ENVELOPE: Final = EnvelopeType[ControlMessage, FromControl](ControlMessage)
 
 
 def agent_message(value: FromAgent) -> AgentMessage:
@@ -191,7 +191,7 @@ def agent_message(value: FromAgent) -> AgentMessage:
         EncodeError: a value the wire cannot carry, with its path.
         TypeError: `value` is not something an agent sends.
     """
-    return _AGENT.wrap(value)
+    return AGENT_ENVELOPE.wrap(value)
 
 
 def control_message(value: FromControl) -> ControlMessage:
@@ -201,7 +201,7 @@ def control_message(value: FromControl) -> ControlMessage:
         EncodeError: a value the wire cannot carry, with its path.
         TypeError: `value` is not something the control plane sends.
     """
-    return _CONTROL.wrap(value)
+    return CONTROL_ENVELOPE.wrap(value)
 
 
 def value_from_agent_message(envelope: AgentMessage) -> FromAgent | None:
@@ -213,7 +213,7 @@ def value_from_agent_message(envelope: AgentMessage) -> FromAgent | None:
     Raises:
         DecodeError: the member does not make a valid domain value.
     """
-    return _open_logged(_AGENT, envelope)
+    return _open_logged(AGENT_ENVELOPE, envelope)
 
 
 def value_from_control_message(envelope: ControlMessage) -> FromControl | None:
@@ -226,12 +226,12 @@ def value_from_control_message(envelope: ControlMessage) -> FromControl | None:
     Raises:
         DecodeError: the member does not make a valid domain value.
     """
-    return _open_logged(_CONTROL, envelope)
+    return _open_logged(CONTROL_ENVELOPE, envelope)
 
 
-def _open_logged(envelope_type: _Envelope[E, V], envelope: E) -> V | None:
+def _open_logged(envelope_type: EnvelopeType[E, V], envelope: E) -> V | None:
     value = envelope_type.open(envelope)
-    if isinstance(value, _Skipped):
+    if isinstance(value, Skipped):
         logger.warning("skipped a %s: %s", envelope_type.name, value.reason)
         return None
     return value
@@ -260,8 +260,8 @@ class _End:
 class _Session(Generic[S, R]):
     """What both ends share: sending, and reading in a task of the session's own."""
 
-    _outbound: _Envelope[Any, S]
-    _inbound: _Envelope[Any, R]
+    _outbound: EnvelopeType[Any, S]
+    _inbound: EnvelopeType[Any, R]
 
     def __init__(self, stream: Any, peer: str) -> None:
         self._stream = stream
@@ -351,7 +351,7 @@ class _Session(Generic[S, R]):
                     logger.info("%s ended its side of the stream", self)
                     break
                 value = self._inbound.incoming(message)
-                if isinstance(value, _Skipped):
+                if isinstance(value, Skipped):
                     self._skipped(value)
                     continue
                 self._received(value)
@@ -363,7 +363,7 @@ class _Session(Generic[S, R]):
             logger.warning("stream with %s failed: %s", self, _describe(error))
         await self._inbox.put(_End(error))
 
-    def _skipped(self, skipped: _Skipped) -> None:
+    def _skipped(self, skipped: Skipped) -> None:
         # A newer peer may send its new kind of message often: say so once.
         level = logging.DEBUG if skipped.reason in self._warned else logging.WARNING
         self._warned.add(skipped.reason)
@@ -401,8 +401,8 @@ class AgentSession(_Session[FromAgent, FromControl]):
         peer: the control plane's address, for messages.
     """
 
-    _outbound = _AGENT
-    _inbound = _CONTROL
+    _outbound = AGENT_ENVELOPE
+    _inbound = CONTROL_ENVELOPE
 
     def __init__(self, stream: grpclib.client.Stream[AgentMessage, ControlMessage], peer: str):
         super().__init__(stream, peer)
@@ -498,8 +498,8 @@ class ControlSession(_Session[FromControl, FromAgent]):
         node_id: the node id of the last registration received; None before.
     """
 
-    _outbound = _CONTROL
-    _inbound = _AGENT
+    _outbound = CONTROL_ENVELOPE
+    _inbound = AGENT_ENVELOPE
 
     def __init__(self, stream: grpclib.server.Stream[AgentMessage, ControlMessage], peer: str):
         super().__init__(stream, peer)

@@ -1,7 +1,7 @@
 """`llmgw-wire demo`: an agent and a control plane speaking the stream, each in its own process.
 
 The control plane listens on a loopback port; the agent connects and
-registers the sample node (`llmgw_wire.sample`); the control plane adopts its
+registers the sample node (`llmgw_wire.testing.sample`); the control plane adopts its
 running shards, answers with an `Ack` and sends a `StartShard`; the agent
 turns it into a `ShardSpec`, reports the shard loading and then ready, with
 its compute placement, and ends its side of the stream; the control plane
@@ -43,8 +43,6 @@ from llmgw_wire.domain import (
     ShardReport,
     State,
 )
-from llmgw_wire.grpc_codec import WireCodec
-from llmgw_wire.sample import sample_command, sample_registration
 from llmgw_wire.stream import (
     AgentSession,
     ControlPlane,
@@ -54,10 +52,12 @@ from llmgw_wire.stream import (
     control_message,
     start_server,
 )
+from llmgw_wire.stream.grpclib_codec import WireCodec
+from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
     from multiprocessing.connection import Connection
     from multiprocessing.context import SpawnContext, SpawnProcess
 
@@ -182,7 +182,7 @@ def _key(api_key: str) -> str:
     return "api_key set (not shown)" if api_key else "no api_key"
 
 
-def _shards(shards: tuple[AdoptedShard, ...]) -> str:
+def _shards(shards: Sequence[AdoptedShard]) -> str:
     return ", ".join(f"{s.shard_id} ({s.state.value})" for s in shards) or "none"
 
 

@@ -1,7 +1,7 @@
 """The round-trip laws of the mapping, as data: one place for the tests and `llmgw-wire fuzz`.
 
 Each `Law` says which domain models it holds for, how to draw its input (a
-hypothesis strategy from `llmgw_wire.strategies`) and how to check one input,
+hypothesis strategy from `llmgw_wire.testing.strategies`) and how to check one input,
 raising `AssertionError` when the law is broken. `tests/test_laws.py` runs
 every law for every model under pytest; `llmgw-wire fuzz` runs the same laws
 outside it, long, for CI. Both take the converter to check, so that a
@@ -31,10 +31,10 @@ import cattrs
 from attrs import frozen
 from hypothesis.strategies import SearchStrategy
 
-from llmgw_wire import strategies as lst
 from llmgw_wire.codec import decode, encode, wire_class
 from llmgw_wire.domain import AdoptedShard, Registration, ShardReport, State
 from llmgw_wire.mapping import PAIRS
+from llmgw_wire.testing import strategies as lst
 
 __all__ = ["LAWS", "MODELS", "Law", "law_named", "model_named", "redacted"]
 

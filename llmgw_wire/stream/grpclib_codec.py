@@ -34,9 +34,12 @@ from attrs import frozen
 from google.protobuf import unknown_fields
 from grpclib.encoding.base import CodecBase
 
-from llmgw_wire import codec as _codec
-from llmgw_wire._pb import CLASSES
-from llmgw_wire.domain import Ack, Heartbeat, Registration, ShardCommand, ShardReport, StopCommand
+from llmgw_wire.codec.binary import compiled_upb, parse, reaches_map
+from llmgw_wire.codec.binary import decode as _decode
+from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
+from llmgw_wire.codec.limits import DEFAULT_MAX_SIZE
+from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.mapping import ENVELOPES as _ENVELOPE_TABLE
 from llmgw_wire.v1 import AgentMessage, ControlMessage
 
 if TYPE_CHECKING:
@@ -46,11 +49,11 @@ __all__ = ["ENVELOPES", "UnknownMember", "WireCodec"]
 
 #: What each envelope's members carry: the domain model of each member.
 ENVELOPES: dict[type, dict[str, type]] = {
-    AgentMessage: {"register": Registration, "shard_status": ShardReport, "heartbeat": Heartbeat},
-    ControlMessage: {"start_shard": ShardCommand, "stop_shard": StopCommand, "ack": Ack},
+    wire: dict(envelope.members)
+    for wire, envelope in zip((AgentMessage, ControlMessage), _ENVELOPE_TABLE, strict=True)
 }
 
-_ONEOF = "msg"
+_ONEOF = _ENVELOPE_TABLE[0].oneof
 
 
 @frozen
@@ -73,7 +76,7 @@ class _Envelope:
         self.name = f"llmgw.v1.{envelope.__name__}"
         upb_class: Any = CLASSES[self.name]
         self.upb_class = upb_class
-        compiled = _codec._compiled_upb()
+        compiled = compiled_upb()
         self.fill: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
             domain: (member, compiled.fill[domain]) for member, domain in members.items()
         }
@@ -83,8 +86,7 @@ class _Envelope:
         # As `encode` does: map entries sorted, where a member can hold a map.
         fields = upb_class.DESCRIPTOR.fields_by_name
         self.sort = {
-            domain: _codec._reaches_map(fields[member].message_type)
-            for member, domain in members.items()
+            domain: reaches_map(fields[member].message_type) for member, domain in members.items()
         }
 
     def encode(self, value: object) -> bytes:
@@ -98,14 +100,14 @@ class _Envelope:
         try:
             # Filling a member sets it, and only it: a oneof holds one member.
             fill(value, getattr(envelope, member))
-        except _codec._REFUSED as exc:
-            raise _codec._explain_encode(value, domain, exc) from None
+        except REFUSED as exc:
+            raise explain_encode(value, domain, exc) from None
         if self.sort[domain]:
             return envelope.SerializeToString(deterministic=True)  # type: ignore[no-any-return]
         return envelope.SerializeToString()  # type: ignore[no-any-return]
 
     def decode(self, data: bytes) -> object:
-        envelope = _codec._parse(data, self.name, _codec.DEFAULT_MAX_SIZE)
+        envelope = parse(data, self.name, DEFAULT_MAX_SIZE)
         member = envelope.WhichOneof(_ONEOF)
         if member is None:
             numbers = sorted(
@@ -116,8 +118,8 @@ class _Envelope:
         wire = getattr(envelope, member)
         try:
             return structure(wire)
-        except _codec._REFUSED as exc:
-            raise _codec._explain_decode(wire, domain, exc) from None
+        except REFUSED as exc:
+            raise explain_decode(wire, domain, exc) from None
 
 
 class WireCodec(CodecBase):
@@ -147,5 +149,5 @@ class WireCodec(CodecBase):
         """For an envelope, the domain value it carries, or an `UnknownMember`; else the message."""
         envelope = self._envelopes.get(message_type)
         if envelope is None:
-            return _codec.decode(data, message_type)
+            return _decode(data, message_type)
         return envelope.decode(data)

@@ -9,14 +9,14 @@ of the schema registered in the process's default pool.
 from __future__ import annotations
 
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["CLASSES", "SKELETONS", "descriptor_set", "item_count"]
+__all__ = ["CLASSES", "SKELETONS", "descriptor_set"]
 
 
 def descriptor_set() -> descriptor_pb2.FileDescriptorSet:
@@ -57,53 +57,6 @@ def _skeleton(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDe
     return out
 
 
-def _counted_fields(descriptor: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Repeated message fields of a message type, and singular ones that lead to some.
-
-    Decided on the real schema, and used for its skeleton too (where the
-    repeated fields are bytes).
-    """
-    repeated = tuple(
-        f.name for f in descriptor.fields if f.message_type is not None and _is_repeated(f)
-    )
-    singular = tuple(
-        f.name
-        for f in descriptor.fields
-        if f.message_type is not None and not _is_repeated(f) and _leads_to_items(f.message_type)
-    )
-    return repeated, singular
-
-
-def _is_repeated(field: Any) -> bool:
-    return field.is_repeated  # type: ignore[no-any-return]
-
-
-def _leads_to_items(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
-    if descriptor.full_name in seen:
-        return False
-    return any(
-        f.message_type is not None
-        and (_is_repeated(f) or _leads_to_items(f.message_type, seen | {descriptor.full_name}))
-        for f in descriptor.fields
-    )
-
-
-def item_count(message: Any) -> int:
-    """Elements of repeated message and map fields, outside other repeated fields.
-
-    These are what can make a message's decoded size out of proportion to its
-    bytes (an empty element is 2 bytes on the wire and a whole object in
-    memory). The count runs on a message of either `CLASSES` or `SKELETONS`:
-    on a skeleton the elements are bytes, so counting them costs no message.
-    """
-    repeated, singular = _COUNTED[message.DESCRIPTOR]
-    count = sum(len(getattr(message, name)) for name in repeated)
-    for name in singular:
-        if message.HasField(name):
-            count += item_count(getattr(message, name))
-    return count
-
-
 _FILES = descriptor_set().file
 
 #: The upb message class of every message of the schema, by full proto name.
@@ -111,10 +64,3 @@ CLASSES: dict[str, type] = _classes(_FILES)
 
 #: The same messages with repeated message fields read as bytes, to count items cheaply.
 SKELETONS: dict[str, type] = _classes(_skeleton(file) for file in _FILES)
-
-# By descriptor, real and skeleton alike: the fields `item_count` reads.
-_COUNTED: dict[Any, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    classes[name].DESCRIPTOR: _counted_fields(real.DESCRIPTOR)  # type: ignore[attr-defined]
-    for name, real in CLASSES.items()
-    for classes in (CLASSES, SKELETONS)
-}

@@ -28,26 +28,24 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from llmgw_wire import _rules
 from llmgw_wire.domain import State
-from llmgw_wire.mapping import PAIRS, pair_for
+from llmgw_wire.mapping import rules
+from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
-# Wire enum numbers of the shard states; a number not here decodes as FAILED.
-STATE_NUMBERS: dict[State, int] = {
-    State.PENDING: 1,
-    State.STARTING: 2,
-    State.LOADING: 3,
-    State.READY: 4,
-    State.DRAINING: 5,
-    State.STOPPED: 6,
-    State.FAILED: 7,
-}
 
-#: The other way round; a number missing here decodes as FAILED.
-STATES_BY_NUMBER: dict[int, State] = {n: s for s, n in STATE_NUMBERS.items()}
+__all__ = [
+    "Backend",
+    "Betterproto2",
+    "Compiled",
+    "StructureGen",
+    "UnstructureGen",
+    "Upb",
+    "compile_backend",
+    "source_file_name",
+]
 
 
 class Backend:
@@ -77,7 +75,7 @@ class Backend:
 
     def check(self, kind: str, var: str) -> str:
         """Source: true when `var` cannot be carried by a wire scalar of `kind`."""
-        return _rules._check_source(kind, var)
+        return rules.check_source(kind, var)
 
     def sequence(self, value: str) -> str:
         """Source: a domain sequence as the wire takes it, iterable more than once."""
@@ -179,7 +177,7 @@ class Upb(Backend):
         return f"_str_map({g.m}.{wire})"
 
     def check(self, kind: str, var: str) -> str:
-        if kind in _rules.INT_RANGES:
+        if kind in rules.INT_RANGES:
             # upb refuses an int out of its field's range itself (ValueError,
             # which the explaining walk then names); a bool or an int
             # subclass it would take, so the type is still ours to check.
@@ -187,7 +185,7 @@ class Upb(Backend):
         if kind == "string":
             # upb refuses a string it cannot encode as UTF-8 itself.
             return f"not isinstance({var}, str)"
-        return _rules._check_source(kind, var)
+        return rules.check_source(kind, var)
 
     def sequence(self, value: str) -> str:
         # upb copies what it is given; tuple() is free on the domain's tuples.
@@ -262,18 +260,19 @@ def _str_map(container: Any) -> dict[str, str]:
 class _Namespace:
     """The globals of the generated module: helpers, classes and constants."""
 
-    def __init__(self, backend: Backend) -> None:
+    def __init__(self, backend: Backend, pairs: tuple[Pair, ...]) -> None:
+        self.pairs = {pair.domain: pair for pair in pairs}
         self.globals: dict[str, Any] = {
-            "_Invalid": _rules._Invalid,
-            "_utf8_ok": _rules.utf8_ok,
+            "_Invalid": rules.Invalid,
+            "_utf8_ok": rules.utf8_ok,
             "_FAILED": State.FAILED,
             "_state_from_wire": STATES_BY_NUMBER,
             "_state_to_wire": dict(backend.state_values),
-            "_millis": _rules.millis,
-            "_from_millis": _rules.from_millis,
-            "_epoch_millis": _rules.epoch_millis,
-            "_from_epoch_millis": _rules.from_epoch_millis,
-            "_leader_addr": _rules.leader_addr,
+            "_millis": rules.millis,
+            "_from_millis": rules.from_millis,
+            "_epoch_millis": rules.epoch_millis,
+            "_from_epoch_millis": rules.from_epoch_millis,
+            "_leader_addr": rules.leader_addr,
             "_str_map": _str_map,
         }
         self._consts: dict[int, str] = {}
@@ -306,6 +305,9 @@ class StructureGen:
     def structure_fn(self, domain: type) -> str:
         return f"s_{domain.__name__}"
 
+    def rules(self, domain: type) -> tuple[rules.Rule, ...]:
+        return self.ns.pairs[domain].rules
+
     def const(self, value: object) -> str:
         return self.ns.const(value)
 
@@ -319,7 +321,7 @@ class StructureGen:
         return self.backend.str_map(self, wire)
 
     def function(self, domain: type) -> str:
-        pair = pair_for(domain)
+        pair = self.ns.pairs[domain]
         exprs = [(rule.attr, rule.structure_expr(self)) for rule in pair.rules]
         if _positional(domain, [attr for attr, _ in exprs]):
             body = "".join(f"\n        {expr},  # {attr}" for attr, expr in exprs)
@@ -343,6 +345,9 @@ class UnstructureGen:
 
     def unstructure_fn(self, domain: type) -> str:
         return f"u_{domain.__name__}"
+
+    def rules(self, domain: type) -> tuple[rules.Rule, ...]:
+        return self.ns.pairs[domain].rules
 
     def const(self, value: object) -> str:
         return self.ns.const(value)
@@ -389,7 +394,7 @@ class UnstructureGen:
     def inline(self, domain: type, obj: str) -> list[tuple[str, str]]:
         """The wire fields of `domain`'s pair, read from the domain value `obj`."""
         fields: dict[str, str] = {}
-        for rule in pair_for(domain).rules:
+        for rule in self.rules(domain):
             for wire, expr in rule.unstructure(self, obj):
                 if wire in fields:
                     if fields[wire] in self.placeholders or expr in self.placeholders:
@@ -417,32 +422,43 @@ class Compiled:
         backend: Backend,
         structure: dict[type, Callable[..., Any]],
         unstructure: dict[type, Callable[[Any], Any]],
-        source: str,
+        sources: dict[type, str],
         fill: dict[type, Callable[[Any, Any], None]] | None = None,
     ) -> None:
         self.backend = backend
         self.structure = structure
         self.unstructure = unstructure
-        self.source = source
+        self.sources = sources
         self.fill = fill or {}
 
 
-def compile_backend(backend: Backend) -> Compiled:
-    """Generate, compile and return the conversion functions for `backend`."""
-    ns = _Namespace(backend)
-    chunks: list[str] = []
-    for pair in PAIRS:
-        chunks.append(StructureGen(backend, ns).function(pair.domain))
+def compile_backend(backend: Backend, pairs: tuple[Pair, ...] = PAIRS) -> Compiled:
+    """Generate, compile and return the conversion functions of `pairs` for `backend`.
+
+    Each pair's functions are compiled under a file name of their own,
+    `<llmgw_wire generated BACKEND Model>`, registered with `linecache`, so
+    that a traceback or a debugger shows the generated line (as cattrs does
+    for its hooks). All share one namespace, where they call each other.
+    """
+    ns = _Namespace(backend, pairs)
+    sources: dict[type, str] = {}
+    for pair in pairs:
+        chunks = [StructureGen(backend, ns).function(pair.domain)]
         if not pair.embedded:
             wire_class = backend.classes[pair.wire]
             chunks.append(UnstructureGen(backend, ns).function(pair.domain, wire_class))
-    source = "\n\n".join(chunks)
-    filename = f"<llmgw_wire generated {backend.name} conversions>"
-    # Registered with linecache so that tracebacks through it show the source.
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), ns.globals)  # noqa: S102 - our own generated code
-    structure = {p.domain: ns.globals[f"s_{p.domain.__name__}"] for p in PAIRS}
-    top = [p.domain for p in PAIRS if not p.embedded]
+        sources[pair.domain] = "\n\n".join(chunks)
+    for domain, source in sources.items():
+        filename = source_file_name(backend, domain)
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), ns.globals)  # noqa: S102 - our own generated code
+    structure = {p.domain: ns.globals[f"s_{p.domain.__name__}"] for p in pairs}
+    top = [p.domain for p in pairs if not p.embedded]
     unstructure = {d: ns.globals[f"u_{d.__name__}"] for d in top}
     fill = {d: ns.globals[f"f_{d.__name__}"] for d in top if f"f_{d.__name__}" in ns.globals}
-    return Compiled(backend, structure, unstructure, source, fill)
+    return Compiled(backend, structure, unstructure, sources, fill)
+
+
+def source_file_name(backend: Backend, domain: type) -> str:
+    """The pseudo file name under which the functions of `domain`'s pair are compiled."""
+    return f"<llmgw_wire generated {backend.name} {domain.__name__}>"

@@ -25,24 +25,28 @@ import datetime as dt
 import enum
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from llmgw_wire import _pb
 from llmgw_wire.codec import decode
+from llmgw_wire.codec.json import make_json_converter
+from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand
 from llmgw_wire.errors import DecodeError, EncodeError
-from llmgw_wire.jsoncodec import make_json_converter
 from llmgw_wire.mapping import PAIRS
-from llmgw_wire.stream import _AGENT, _CONTROL, _Envelope, _Skipped
+from llmgw_wire.stream import AGENT_ENVELOPE, CONTROL_ENVELOPE, EnvelopeType, Skipped
 
 __all__ = ["TYPES", "add_arguments", "render_tree", "run"]
 
 _PACKAGE = "llmgw.v1."
 # The whole domain value of a message that carries more than one.
 _WHOLE = {"Register": Registration, "StartShard": ShardCommand}
-_ENVELOPES: dict[str, _Envelope[Any, Any]] = {"AgentMessage": _AGENT, "ControlMessage": _CONTROL}
+_ENVELOPES: dict[str, EnvelopeType[Any, Any]] = {
+    "AgentMessage": AGENT_ENVELOPE,
+    "ControlMessage": CONTROL_ENVELOPE,
+}
 
 
 def _types() -> dict[str, tuple[str, type | None]]:
@@ -105,7 +109,7 @@ def _read(file: str) -> bytes:
 def _has_unknown_fields(data: bytes, message: str) -> bool:
     # Dropping unknown fields, at any depth, changes the size exactly when
     # there are some.
-    parsed = _pb.CLASSES[_PACKAGE + message]()
+    parsed = CLASSES[_PACKAGE + message]()
     parsed.ParseFromString(data)
     size = parsed.ByteSize()
     parsed.DiscardUnknownFields()
@@ -145,7 +149,7 @@ def _decode(data: bytes, message: str, domain: type | None) -> object:
         return decode(data, domain)
     kind = _ENVELOPES[message]
     value = kind.open(decode(data, kind.wire))
-    if isinstance(value, _Skipped):
+    if isinstance(value, Skipped):
         raise DecodeError(kind.name, value.reason)
     return _Opened(message, kind.members[type(value)], value)
 
@@ -206,7 +210,7 @@ def _item(label: str, item: object, depth: int, lines: list[str], show_secrets: 
         lines.append(f"{indent}{label}: {'[]' if not item else f'[{len(item)}]'}")
         for index, element in enumerate(item):
             _item(f"[{index}]", element, depth + 1, lines, show_secrets)
-    elif isinstance(item, dict):
+    elif isinstance(item, Mapping):
         lines.append(f"{indent}{label}: {'{}' if not item else ''}".rstrip())
         for key, element in item.items():
             _item(json.dumps(key), element, depth + 1, lines, show_secrets)

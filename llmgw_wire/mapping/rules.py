@@ -4,13 +4,13 @@ A rule is plain data (see `llmgw_wire.mapping` for the table of pairs built
 from them). Each rule knows three things about its attribute:
 
 * the source of the fast conversion code it contributes, for either direction
-  and either wire backend (`_compile` assembles these into one function per
+  and either wire backend (`llmgw_wire.mapping.compiler` assembles these into one function per
   pair);
 * how to check a domain value and say exactly what is wrong with it, which the
   codec runs only after the fast path has refused a value, to name the path;
 * how to describe itself, for the generated mapping reference.
 
-Fast code raises `_Invalid` (no details, no cost) and the explaining walk turns
+Fast code raises `Invalid` (no details, no cost) and the explaining walk turns
 that into an `EncodeError` or `DecodeError` with the path, so the happy path
 pays for no bookkeeping.
 """
@@ -19,14 +19,47 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from attrs import frozen
 
-from llmgw_wire.errors import DecodeError, EncodeError, format_path
+from llmgw_wire.errors import DecodeError, EncodeError
 
 if TYPE_CHECKING:
-    from llmgw_wire._compile import StructureGen, UnstructureGen
+    from llmgw_wire.mapping.compiler import StructureGen, UnstructureGen
+
+__all__ = [
+    "EPOCH",
+    "INT_RANGES",
+    "Constant",
+    "Embedded",
+    "EpochMillis",
+    "FromContext",
+    "Invalid",
+    "LeaderEndpoint",
+    "Message",
+    "Messages",
+    "Millis",
+    "NotCarried",
+    "Path",
+    "Repeated",
+    "Rule",
+    "Scalar",
+    "StateEnum",
+    "StrMap",
+    "Walk",
+    "attr_for_wire",
+    "check_source",
+    "epoch_millis",
+    "expected",
+    "from_epoch_millis",
+    "from_millis",
+    "leader_addr",
+    "millis",
+    "scalar_ok",
+    "utf8_ok",
+    "wire_kind",
+]
 
 Path = tuple[str | int, ...]
 
@@ -38,7 +71,7 @@ _ZERO: dict[str, object] = {"int32": 0, "int64": 0, "string": "", "bool": False,
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
-class _Invalid(Exception):  # noqa: N818 - a private signal, never seen by users
+class Invalid(Exception):  # noqa: N818 - a signal inside the library, never seen by users
     """Raised by generated code; the codec re-walks the value to explain it."""
 
 
@@ -70,7 +103,8 @@ def expected(kind: str, value: object) -> str:
     return kind
 
 
-def _check_source(kind: str, var: str) -> str:
+def check_source(kind: str, var: str) -> str:
+    """Source of a test that is true when `var` cannot be carried by a wire scalar of `kind`."""
     if kind == "string":
         return f"not isinstance({var}, str) or not ({var}.isascii() or _utf8_ok({var}))"
     if kind == "bool":
@@ -80,38 +114,72 @@ def _check_source(kind: str, var: str) -> str:
 
 
 def millis(value: object) -> int:
-    """A `timedelta` as whole milliseconds; `_Invalid` if it is not exactly that."""
+    """A `timedelta` as whole milliseconds; `Invalid` if it is not exactly that."""
     if type(value) is not dt.timedelta:
-        raise _Invalid
+        raise Invalid
     # From the normalised parts (0 <= seconds, microseconds): twice as fast as divmod.
     micros = value.microseconds
     ms = (value.days * 86400 + value.seconds) * 1000 + micros // 1000
     if micros % 1000 or not INT_RANGES["int64"][0] <= ms <= INT_RANGES["int64"][1]:
-        raise _Invalid
+        raise Invalid
     return ms
 
 
 def from_millis(value: int) -> dt.timedelta:
-    """Whole milliseconds as a `timedelta`; `_Invalid` beyond its range."""
+    """Whole milliseconds as a `timedelta`; `Invalid` beyond its range."""
     try:
         return dt.timedelta(milliseconds=value)
     except OverflowError:
-        raise _Invalid from None
+        raise Invalid from None
 
 
 def epoch_millis(value: object) -> int:
-    """An aware `datetime` as whole milliseconds since the epoch; `_Invalid` otherwise."""
+    """An aware `datetime` as whole milliseconds since the epoch; `Invalid` otherwise."""
     if not isinstance(value, dt.datetime) or value.utcoffset() is None:
-        raise _Invalid
+        raise Invalid
     return millis(value - EPOCH)
 
 
 def from_epoch_millis(value: int) -> dt.datetime:
-    """Milliseconds since the epoch as an aware UTC `datetime`; `_Invalid` beyond its range."""
+    """Milliseconds since the epoch as an aware UTC `datetime`; `Invalid` beyond its range."""
     try:
         return EPOCH + dt.timedelta(milliseconds=value)
     except OverflowError:
-        raise _Invalid from None
+        raise Invalid from None
+
+
+class Walk(Protocol):
+    """The explaining walk over a table of pairs, as the rules see it.
+
+    Rules know nothing of the table they are in (`llmgw_wire.mapping.table`);
+    a rule that holds another domain model asks the walk to explain it.
+    """
+
+    def value(self, value: object, path: Path) -> None:
+        """Raise the precise `EncodeError` for the first thing wrong in a domain value."""
+
+    def wire(self, message: object, domain: type, path: Path, message_type: str) -> None:
+        """Raise the precise `DecodeError` for the first wire value with no domain value."""
+
+    def rules(self, domain: type) -> tuple[Rule, ...]:
+        """The rules of the pair of `domain`."""
+        ...
+
+
+def attr_for_wire(rules: tuple[Rule, ...], wire: str) -> str:
+    """The attribute that the wire field `wire` carries, among `rules`."""
+    for rule in rules:
+        if rule.wire == wire and not isinstance(rule, Embedded):
+            return rule.attr
+    raise KeyError(wire)
+
+
+def wire_kind(rules: tuple[Rule, ...], wire: str) -> str:
+    """The kind of value (`int32`, `string`, ..., `repeated`) of the wire field `wire`."""
+    for rule in rules:
+        if rule.wire == wire:
+            return rule.kind if isinstance(rule, Scalar) else "repeated"
+    raise KeyError(wire)
 
 
 @frozen
@@ -122,6 +190,9 @@ class Rule:
     wire: str
 
     describe_kind: ClassVar[str] = ""
+    #: Whether the rule's wire fields are those of the enclosing message (an
+    #: error path then names no field of its own for it).
+    embedded_in_parent: ClassVar[bool] = False
 
     def structure_expr(self, g: StructureGen) -> str:
         """Source of an expression giving the attribute from the message `g.m`."""
@@ -131,10 +202,10 @@ class Rule:
         """Emit checks into `g`; return `(wire field, source expression)` pairs."""
         raise NotImplementedError
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         """Raise `EncodeError` if `value` cannot be carried; else return."""
 
-    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
         """Raise `DecodeError` if the wire value does not make a domain value."""
 
     def describe(self) -> str:
@@ -156,7 +227,7 @@ class Scalar(Rule):
         g.stmt(f"if {g.check(self.kind, var)}: raise _Invalid")
         return [(self.wire, var)]
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         if not scalar_ok(self.kind, value):
             raise EncodeError(expected(self.kind, value), value, path)
 
@@ -181,7 +252,7 @@ class Repeated(Rule):
         g.stmt(f"for _x in {var}:\n    if {g.check(self.kind, '_x')}: raise _Invalid")
         return [(self.wire, var)]
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise EncodeError(f"a sequence of {self.kind}", value, path)
         for i, item in enumerate(value):
@@ -207,7 +278,7 @@ class StrMap(Rule):
         )
         return [(self.wire, var)]
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         if not hasattr(value, "items"):
             raise EncodeError("a mapping of string to string", value, path)
         for key, item in value.items():
@@ -241,18 +312,18 @@ class Message(Rule):
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, g.message(self.domain, f"{obj}.{self.attr}", optional=self.optional))]
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         if value is None and self.optional:
             return
         if type(value) is not self.domain:
             expected = self.domain.__name__ + (" or None" if self.optional else "")
             raise EncodeError(expected, value, path)
-        explain_value(value, path)
+        walk.value(value, path)
 
-    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
         sub = getattr(message, self.wire)
         if sub is not None:
-            explain_wire(sub, self.domain, path, message_type)
+            walk.wire(sub, self.domain, path, message_type)
 
     def describe(self) -> str:
         if self.optional:
@@ -281,17 +352,17 @@ class Messages(Rule):
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, g.messages(self.domain, f"{obj}.{self.attr}"))]
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
             raise EncodeError(f"a sequence of {self.domain.__name__}", value, path)
         for i, item in enumerate(value):
             if type(item) is not self.domain:
                 raise EncodeError(self.domain.__name__, item, (*path, i))
-            explain_value(item, (*path, i))
+            walk.value(item, (*path, i))
 
-    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
         for i, sub in enumerate(getattr(message, self.wire)):
-            explain_wire(sub, self.domain, (*path, i), message_type)
+            walk.wire(sub, self.domain, (*path, i), message_type)
 
     def describe(self) -> str:
         return f"repeated, as a tuple of {self.domain.__name__}; empty is ()"
@@ -309,6 +380,8 @@ class Embedded(Rule):
     domain: type = object
     present_if: str = ""
 
+    embedded_in_parent: ClassVar[bool] = True
+
     def structure_expr(self, g: StructureGen) -> str:
         call = f"{g.structure_fn(self.domain)}({g.m})"
         return f"({call} if {g.m}.{self.present_if} else None)" if self.present_if else call
@@ -321,22 +394,20 @@ class Embedded(Rule):
             fields = g.inline(self.domain, inner)
             g.stmt(f"if not {dict(fields)[self.present_if]}: raise _Invalid")
         # None leaves every embedded field at its zero value.
+        rules = g.rules(self.domain)
         return [
-            (
-                wire,
-                f"({g.const(_ZERO[_wire_kind(self.domain, wire)])} if {inner} is None else {expr})",
-            )
+            (wire, f"({g.const(_ZERO[wire_kind(rules, wire)])} if {inner} is None else {expr})")
             for wire, expr in fields
         ]
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         if value is None and self.present_if:
             return
         if type(value) is not self.domain:
             raise EncodeError(self.domain.__name__, value, path)
-        explain_value(value, path)
+        walk.value(value, path)
         if self.present_if:
-            attr = _attr_for_wire(self.domain, self.present_if)
+            attr = attr_for_wire(walk.rules(self.domain), self.present_if)
             if not getattr(value, attr):
                 raise EncodeError(
                     f"a non-empty string, since an empty {self.present_if} means no {self.attr}",
@@ -344,8 +415,8 @@ class Embedded(Rule):
                     (*path, attr),
                 )
 
-    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
-        explain_wire(message, self.domain, path, message_type)
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
+        walk.wire(message, self.domain, path, message_type)
 
     def describe(self) -> str:
         if self.present_if:
@@ -368,7 +439,7 @@ class StateEnum(Rule):
         g.stmt(f"if {var} is None: raise _Invalid")
         return [(self.wire, var)]
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         from llmgw_wire.domain import State
 
         if not isinstance(value, State):
@@ -388,18 +459,18 @@ class Millis(Rule):
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, f"_millis({obj}.{self.attr})")]
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         try:
             millis(value)
-        except _Invalid:
+        except Invalid:
             raise EncodeError(
                 "a timedelta of whole milliseconds, within int64", value, path
             ) from None
 
-    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
         try:
             from_millis(getattr(message, self.wire))
-        except _Invalid:
+        except Invalid:
             reason = f"{getattr(message, self.wire)} ms does not fit a timedelta"
             raise DecodeError(message_type, reason, path) from None
 
@@ -417,16 +488,16 @@ class EpochMillis(Rule):
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, f"_epoch_millis({obj}.{self.attr})")]
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         try:
             epoch_millis(value)
-        except _Invalid:
+        except Invalid:
             raise EncodeError("an aware datetime of whole milliseconds", value, path) from None
 
-    def explain_structure(self, message: object, path: Path, message_type: str) -> None:
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
         try:
             from_epoch_millis(getattr(message, self.wire))
-        except _Invalid:
+        except Invalid:
             reason = f"{getattr(message, self.wire)} ms since the epoch does not fit a datetime"
             raise DecodeError(message_type, reason, path) from None
 
@@ -455,7 +526,7 @@ class LeaderEndpoint(Rule):
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, f"_leader_addr({obj})")]
 
-    # Checked with the whole shard in `explain_value`, which knows rank and port.
+    # Checked with the whole shard by the explaining walk, which knows rank and port.
 
     def describe(self) -> str:
         return "str | None: `http://{leader_addr}:{http_port}` for rank 0 with a leader address"
@@ -507,7 +578,7 @@ class NotCarried(Rule):
         g.stmt(f"if {obj}.{self.attr} is not None: raise _Invalid")
         return []
 
-    def explain(self, value: object, path: Path) -> None:
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
         if value is not None:
             raise EncodeError(f"None ({self.wire} does not carry it)", value, path)
 
@@ -515,77 +586,15 @@ class NotCarried(Rule):
         return f"not carried by {self.wire}: decodes as None, and must be None to encode"
 
 
-# --- the walks that explain a refused value ------------------------------------------
-
-
-def explain_value(value: Any, path: Path) -> None:
-    """Raise the precise `EncodeError` for the first thing wrong in a domain value."""
-    from llmgw_wire.mapping import pair_for
-
-    pair = pair_for(type(value))
-    for rule in pair.rules:
-        sub = getattr(value, rule.attr)
-        rule.explain(sub, (*path, rule.attr))
-        if isinstance(rule, LeaderEndpoint) and sub is not None:
-            try:
-                leader_addr(value)
-            except _Invalid:
-                expected = "None, or `http://<leader_addr>:<http_port>` for rank 0"
-                raise EncodeError(expected, sub, (*path, rule.attr)) from None
-    for claims in pair.shared_wire_fields().values():
-        first, *others = claims
-        want = _resolve(value, first)
-        for attrs in others:
-            got = _resolve(value, attrs)
-            if got != want:
-                expected = (
-                    f"{want!r} as at `{format_path((*path, *first))}` (both are one wire field)"
-                )
-                raise EncodeError(expected, got, (*path, *attrs))
-
-
-def _resolve(value: object, attrs: tuple[str, ...]) -> object:
-    for attr in attrs:
-        value = getattr(value, attr)
-    return value
-
-
-def _attr_for_wire(domain: type, wire: str) -> str:
-    from llmgw_wire.mapping import pair_for
-
-    for rule in pair_for(domain).rules:
-        if rule.wire == wire and not isinstance(rule, Embedded):
-            return rule.attr
-    raise KeyError(wire)
-
-
-def _wire_kind(domain: type, wire: str) -> str:
-    from llmgw_wire.mapping import pair_for
-
-    for rule in pair_for(domain).rules:
-        if rule.wire == wire:
-            return rule.kind if isinstance(rule, Scalar) else "repeated"
-    raise KeyError(wire)
-
-
-def explain_wire(message: object, domain: type, path: Path, message_type: str) -> None:
-    """Raise the precise `DecodeError` for the first wire value with no domain value."""
-    from llmgw_wire.mapping import pair_for
-
-    for rule in pair_for(domain).rules:
-        sub_path = path if isinstance(rule, Embedded) else (*path, rule.wire)
-        rule.explain_structure(message, sub_path, message_type)
-
-
 def leader_addr(shard: Any) -> str:
-    """The leader address an adopted shard's endpoint implies; `_Invalid` if none can."""
+    """The leader address an adopted shard's endpoint implies; `Invalid` if none can."""
     endpoint = shard.endpoint
     if endpoint is None:
         return ""
     if not isinstance(endpoint, str) or shard.rank != 0 or not endpoint.startswith("http://"):
-        raise _Invalid
+        raise Invalid
     addr, _, port = endpoint[7:].rpartition(":")
     if not addr or endpoint != f"http://{addr}:{shard.http_port}":
-        raise _Invalid
+        raise Invalid
     del port
     return addr

@@ -1,8 +1,9 @@
 """The reports only this library can make, because it knows the mapping.
 
 The checker proper (`llmgw_wire.compat`) reads descriptor sets and nothing
-else. This module is imported only by `llmgw-wire compat --mapping`, and
-brings in the mapping (`llmgw_wire.mapping.PAIRS`):
+else (an import-linter contract holds it). This module sits beside the
+command line, above both, is imported only by `llmgw-wire compat --mapping`,
+and brings in the mapping (`llmgw_wire.mapping.PAIRS`):
 
 * `unmapped_fields`: a field of a wire message that a pair carries, which no
   pair maps and which is not declared as not carried. Such a field is
@@ -25,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from llmgw_wire.compat._model import CompatError, Finding, index
+from llmgw_wire.compat import CompatError, Finding
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
     from pathlib import Path
 
 __all__ = [
@@ -257,23 +258,19 @@ def unmapped_fields(
     covered: dict[str, set[str]] = {}
     for pair in pairs:
         covered.setdefault(pair.wire, set()).update(_wire_fields(pair, by_domain))
-    schema = index(fds.file, "the schema")
     findings = []
-    for node in schema.elements["field"].values():
-        if node.extension or schema.is_map_entry(node.parent):
+    for file, message, field, path in _fields(fds):
+        if message not in covered or f"{message}.{field.name}" in declared:
             continue
-        message = node.parent
-        if message not in covered or node.name in declared:
-            continue
-        if node.proto.name not in covered[message]:
-            line, column, end_line, end_column = schema.locate(node)
+        if field.name not in covered[message]:
+            line, column, end_line, end_column = _span(file, path)
             findings.append(
                 Finding(
-                    node.file,
+                    file.name,
                     line,
                     column,
                     FIELD_NOT_MAPPED,
-                    f"field {node.proto.number} {node.proto.name!r} of message {message} is "
+                    f"field {field.number} {field.name!r} of message {message} is "
                     "mapped by no pair of llmgw_wire.mapping and not declared as not carried; "
                     "both services drop it silently.",
                     end_line=end_line,
@@ -281,6 +278,36 @@ def unmapped_fields(
                 )
             )
     return sorted(findings)
+
+
+# descriptor.proto's field numbers, for source paths.
+_FILE_MESSAGE, _MESSAGE_FIELD, _MESSAGE_NESTED = 4, 2, 3
+
+
+def _fields(fds: Any) -> Iterator[tuple[Any, str, Any, tuple[int, ...]]]:
+    """(file, message full name, field, source path) of every field, map entries left out."""
+
+    def walk(file: Any, message: Any, name: str, path: tuple[int, ...]) -> Iterator[Any]:
+        if message.options.map_entry:
+            return
+        for i, field in enumerate(message.field):
+            yield file, name, field, (*path, _MESSAGE_FIELD, i)
+        for i, nested in enumerate(message.nested_type):
+            yield from walk(file, nested, f"{name}.{nested.name}", (*path, _MESSAGE_NESTED, i))
+
+    for file in fds.file:
+        scope = f"{file.package}." if file.package else ""
+        for i, message in enumerate(file.message_type):
+            yield from walk(file, message, scope + message.name, (_FILE_MESSAGE, i))
+
+
+def _span(file: Any, path: tuple[int, ...]) -> tuple[int, int, int, int]:
+    for location in file.source_code_info.location:
+        if tuple(location.path) == path:
+            span = list(location.span)
+            end_line, end_column = (span[0], span[2]) if len(span) == 3 else (span[2], span[3])
+            return span[0] + 1, span[1] + 1, end_line + 1, end_column + 1
+    return 1, 1, 1, 1
 
 
 def render_changes(changes: Sequence[MappingChange], error_format: str) -> str:

@@ -1,7 +1,7 @@
 """The mapping between wire messages and domain models, as data.
 
 One `Pair` per domain model says which wire message carries it and, attribute
-by attribute, how (`llmgw_wire._rules` has the vocabulary: renames, flat wire
+by attribute, how (`llmgw_wire.mapping.rules` has the vocabulary: renames, flat wire
 fields grouped into a nested value, presence, range checks). The codec
 compiles each pair into fast conversion functions for both wire backends, the
 checks explain refused values from it, and the documentation renders it: there
@@ -14,22 +14,6 @@ from functools import cache
 
 from attrs import frozen
 
-from llmgw_wire._rules import (
-    Constant,
-    Embedded,
-    EpochMillis,
-    FromContext,
-    LeaderEndpoint,
-    Message,
-    Messages,
-    Millis,
-    NotCarried,
-    Repeated,
-    Rule,
-    Scalar,
-    StateEnum,
-    StrMap,
-)
 from llmgw_wire.domain import (
     GPU,
     IMEX,
@@ -51,11 +35,39 @@ from llmgw_wire.domain import (
     ShardCommand,
     ShardReport,
     ShardSpec,
+    State,
     StopCommand,
     Storage,
 )
+from llmgw_wire.mapping.rules import (
+    Constant,
+    Embedded,
+    EpochMillis,
+    FromContext,
+    LeaderEndpoint,
+    Message,
+    Messages,
+    Millis,
+    NotCarried,
+    Repeated,
+    Rule,
+    Scalar,
+    StateEnum,
+    StrMap,
+)
 
-__all__ = ["PAIRS", "Pair", "pair_for"]
+__all__ = [
+    "ENVELOPES",
+    "MODELS_WITH_MESSAGE",
+    "PAIRS",
+    "PAIRS_WITH_MESSAGE",
+    "STATES_BY_NUMBER",
+    "STATE_MODELS",
+    "STATE_NUMBERS",
+    "Envelope",
+    "Pair",
+    "pair_for",
+]
 
 
 @frozen
@@ -302,13 +314,8 @@ PAIRS: tuple[Pair, ...] = (
         NotCarried("compute", "StartShard"),
     )),
     Pair(ShardCommand, "llmgw.v1.StartShard", (
-        _string("replica_id"),
-        _string("shard_id"),
         Embedded("spec", "", ShardSpec),
         Millis("startup_timeout", "startup_timeout_ms"),
-        _string("pool"),
-        _string("fabric"),
-        _string("profile_fp"),
     )),
     Pair(StopCommand, "llmgw.v1.StopShard", (
         _string("replica_id"),
@@ -343,3 +350,71 @@ def pair_for(domain: type) -> Pair:
         KeyError: `domain` is not a domain model of this library.
     """
     return _BY_DOMAIN[domain]
+
+
+#: The pairs whose domain model has a wire message of its own (not embedded in
+#: another's fields): what `encode`, `decode` and the converter take.
+PAIRS_WITH_MESSAGE: tuple[Pair, ...] = tuple(pair for pair in PAIRS if not pair.embedded)
+
+#: The domain models of `PAIRS_WITH_MESSAGE`, in table order.
+MODELS_WITH_MESSAGE: tuple[type, ...] = tuple(pair.domain for pair in PAIRS_WITH_MESSAGE)
+
+#: The domain models that carry a shard state, directly or in a nested value.
+STATE_MODELS: tuple[type, ...] = tuple(
+    pair.domain
+    for pair in PAIRS_WITH_MESSAGE
+    if any(isinstance(rule, StateEnum) for rule in pair.rules)
+    or any(
+        isinstance(rule, (Messages, Message, Embedded))
+        and any(isinstance(r, StateEnum) for r in pair_for(rule.domain).rules)
+        for rule in pair.rules
+    )
+)
+
+#: Wire numbers of the shard states (`ShardStatus.State`); a number not here decodes as FAILED.
+STATE_NUMBERS: dict[State, int] = {
+    State.PENDING: 1,
+    State.STARTING: 2,
+    State.LOADING: 3,
+    State.READY: 4,
+    State.DRAINING: 5,
+    State.STOPPED: 6,
+    State.FAILED: 7,
+}
+
+#: The other way round; a number missing here decodes as FAILED.
+STATES_BY_NUMBER: dict[int, State] = {n: s for s, n in STATE_NUMBERS.items()}
+
+
+@frozen
+class Envelope:
+    """A message of the stream that carries one domain value in a member of its oneof.
+
+    Attributes:
+        wire: the full proto name of the envelope, e.g. `llmgw.v1.AgentMessage`.
+        oneof: the name of its oneof.
+        members: (member field, domain model) for each member, in field order.
+    """
+
+    wire: str
+    oneof: str
+    members: tuple[tuple[str, type], ...]
+
+    def member_for(self, domain: type) -> str | None:
+        """The member that carries `domain`, or None."""
+        return next((member for member, model in self.members if model is domain), None)
+
+
+#: The stream's two envelopes: what an agent sends, and what the control plane sends.
+ENVELOPES: tuple[Envelope, Envelope] = (
+    Envelope(
+        "llmgw.v1.AgentMessage",
+        "msg",
+        (("register", Registration), ("shard_status", ShardReport), ("heartbeat", Heartbeat)),
+    ),
+    Envelope(
+        "llmgw.v1.ControlMessage",
+        "msg",
+        (("start_shard", ShardCommand), ("stop_shard", StopCommand), ("ack", Ack)),
+    ),
+)
