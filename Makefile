@@ -103,7 +103,8 @@ fixtures: $(STAMP)
 
 .PHONY: fixtures
 
-## bench: the codec against betterproto2 and hand-written mappings, and the
+## bench: the codec against betterproto2 and hand-written mappings, the
+## schema checker against buf (when `make interop-buf` has installed it), and the
 ## registration storm; `make bench BENCH_ARGS="--json bench.json"` also writes JSON
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)
