@@ -2,7 +2,8 @@
 
 `CORPUS` holds every edit of `compat_cases.CASES` (single-file edits whose
 findings the unit tests also assert) and the cases below: extensions, enum
-aliases, map fields, editions, several files, and safe edits. Each case is
+aliases, map fields, editions, several files, safe edits, and edits of the
+library's own schema (frozen in `corpus/`, with the older peers'). Each case is
 `(name, previous, current)`, a schema being a dict of file name to text.
 Between them they exercise every WIRE and WIRE_JSON rule
 (`test_corpus_exercises_every_rule` holds that against buf's recorded
@@ -12,6 +13,7 @@ verdicts).
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from compat_cases import CASES, edit
 
@@ -674,6 +676,20 @@ EXTRA: list[Case] = [
     ),
     _one("service renamed", SERVICE, edit(SERVICE, ("service Svc", "service Service"))),
     _one("client streaming added", SERVICE, edit(SERVICE, ("rpc Get(Req)", "rpc Get(stream Req)"))),
+    _one("request type changed", SERVICE, edit(SERVICE, ("rpc Get(Req)", "rpc Get(Resp)"))),
+    _one(
+        "response type changed",
+        SERVICE,
+        edit(SERVICE, ("rpc Put(stream Req) returns (Resp)", "rpc Put(stream Req) returns (Req)")),
+    ),
+    _one(
+        "server streaming added to a client stream",
+        SERVICE,
+        edit(
+            SERVICE,
+            ("rpc Put(stream Req) returns (Resp)", "rpc Put(stream Req) returns (stream Resp)"),
+        ),
+    ),
     # ---- nested elements
     _one("nested field deleted", NESTED, edit(NESTED, ("    int32 a = 1;\n", ""))),
     _one("nested reservation dropped", NESTED, edit(NESTED, ("    reserved 5;\n", ""))),
@@ -688,6 +704,16 @@ EXTRA: list[Case] = [
             ("    Mode mode = 2;\n", ""),
             ("  Inner inner = 1;\n", ""),
         ),
+    ),
+    _one(
+        "nested enum value deleted, only its name reserved",
+        NESTED,
+        edit(NESTED, ("      MODE_X = 1;\n", '      reserved "MODE_X";\n')),
+    ),
+    _one(
+        "nested enum value deleted, only its number reserved",
+        NESTED,
+        edit(NESTED, ("      MODE_X = 1;\n      reserved 7;\n", "      reserved 1, 7;\n")),
     ),
     # ---- several files
     (
@@ -792,5 +818,93 @@ EXTRA: list[Case] = [
     _one("unchanged", TYPES, TYPES),
 ]
 
+
+# ---- edits of the real schema, frozen here as it was when the corpus was made
+# (`corpus/current`), and the older peers' schema (`corpus/older`, before MIG
+# support and compute reporting)
+
+_CORPUS = Path(__file__).resolve().parent / "corpus"
+
+
+def _schema(name: str) -> dict[str, str]:
+    root = _CORPUS / name
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.proto"))}
+
+
+REAL = _schema("current")
+OLDER = _schema("older")
+NODE_PROTO, SHARD_PROTO, SERVICE_PROTO = (
+    "llmgw/v1/node.proto",
+    "llmgw/v1/shard.proto",
+    "llmgw/v1/agent_service.proto",
+)
+
+
+def _real(name: str, **edits: tuple[tuple[str, str], ...]) -> Case:
+    files = {"node": NODE_PROTO, "shard": SHARD_PROTO, "service": SERVICE_PROTO}
+    current = dict(REAL)
+    for key, changes in edits.items():
+        current[files[key]] = edit(current[files[key]], *changes)
+    return (f"real schema: {name}", REAL, current)
+
+
+REAL_CASES: list[Case] = [
+    _real("GPU.mig deleted", node=(("  MIGDevice mig = 22;\n", ""),)),
+    _real(
+        "GPU.mig deleted, number and name reserved",
+        node=(("  MIGDevice mig = 22;\n", '  reserved 22;\n  reserved "mig";\n'),),
+    ),
+    _real("a shard state renamed", shard=(("STATE_DRAINING = 5", "STATE_DRAIN = 5"),)),
+    _real(
+        "a shard state alias added",
+        shard=(
+            ("  enum State {\n", "  enum State {\n    option allow_alias = true;\n"),
+            ("    STATE_DRAINING = 5;\n", "    STATE_DRAINING = 5;\n    STATE_DRAIN = 5;\n"),
+        ),
+    ),
+    _real("a shard state deleted", shard=(("    STATE_STOPPED = 6;\n", ""),)),
+    _real(
+        "a shard state added",
+        shard=(("    STATE_FAILED = 7;\n", "    STATE_FAILED = 7;\n    STATE_HIBERNATING = 8;\n"),),
+    ),
+    _real(
+        "Compute.layers_total to int64",
+        shard=(("int32 layers_total = 4", "int64 layers_total = 4"),),
+    ),
+    _real(
+        "Register.labels renamed",
+        node=(("map<string, string> labels = 4", "map<string, string> tags = 4"),),
+    ),
+    _real("ShardStatus.detail renamed", shard=(("string detail = 4", "string reason = 4"),)),
+    _real(
+        "RunningShard.state to int32", node=(("ShardStatus.State state = 7", "int32 state = 7"),)
+    ),
+    _real(
+        "a heartbeat moved out of the envelope's oneof",
+        service=(("    Heartbeat heartbeat = 3;\n  }\n", "  }\n  Heartbeat heartbeat = 3;\n"),),
+    ),
+    _real(
+        "an envelope member added",
+        service=(("    Ack ack = 3;\n", "    Ack ack = 3;\n    Heartbeat heartbeat = 4;\n"),),
+    ),
+    _real(
+        "Connect no longer streams its responses",
+        service=(("returns (stream ControlMessage)", "returns (ControlMessage)"),),
+    ),
+    _real(
+        "the package renamed",
+        node=(("package llmgw.v1;", "package llmgw.v2;"),),
+        shard=(("package llmgw.v1;", "package llmgw.v2;"),),
+        service=(("package llmgw.v1;", "package llmgw.v2;"),),
+    ),
+    _real(
+        "RunningShard.compute made repeated",
+        node=(("  Compute compute = 14;", "  repeated Compute compute = 14;"),),
+    ),
+    ("real schema: against the older peers' schema", OLDER, REAL),
+    ("real schema: the older peers' schema against it", REAL, OLDER),
+]
+
+
 #: Every case of the differential test, by name.
-CORPUS: list[Case] = [_one(name, old, new) for name, old, new, *_ in CASES] + EXTRA
+CORPUS: list[Case] = [_one(name, old, new) for name, old, new, *_ in CASES] + EXTRA + REAL_CASES
