@@ -139,14 +139,15 @@ def load_config(
     """Read the checker's configuration from a `buf.yaml` (v2) or a `pyproject.toml`.
 
     Args:
-        path: the file. A `buf.yaml` is read for its `breaking:` section, or
-            that of the module in `modules:` whose `path` is the proto root;
+        path: the file. A `buf.yaml` (v2, or v1) is read for its `breaking:`
+            section, or that of the module in `modules:` whose `path` is the
+            proto root;
             a `pyproject.toml` for its `[tool.llmgw-wire.compat]` table.
         proto_root: the folder of the schema, so that `ignore` paths
             (relative to the file's folder) are matched against file names.
 
     Raises:
-        CompatError: the file cannot be read, is not v2, or has a key or a
+        CompatError: the file cannot be read, is not v2 or v1, or has a key or a
             rule the checker does not know.
     """
     file = Path(path)
@@ -160,9 +161,11 @@ def load_config(
         table = _toml(text, where).get("tool", {}).get("llmgw-wire", {}).get("compat", {})
         return _from_table(table, f"{where} [tool.llmgw-wire.compat]", file.parent, root)
     data = _yaml(text, where)
-    if not isinstance(data, dict) or data.get("version") != "v2":
+    # v1's breaking: section has the same keys, its paths relative to the
+    # module, which is the file's folder there.
+    if not isinstance(data, dict) or data.get("version") not in ("v1", "v2"):
         got = data.get("version") if isinstance(data, dict) else data
-        raise CompatError(f"{where}: Expected a buf.yaml of version v2, got version {got!r}")
+        raise CompatError(f"{where}: Expected a buf.yaml of version v2 or v1, got version {got!r}")
     section = data.get("breaking", {})
     for module in data.get("modules", None) or []:
         module_dir = file.parent / str(module.get("path", "."))

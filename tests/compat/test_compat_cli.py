@@ -331,7 +331,7 @@ def test_pyproject_holds_the_same_keys(pair: Path, capsys: pytest.CaptureFixture
 @pytest.mark.parametrize(
     ("text", "error"),
     [
-        ("version: v1\n", "Expected a buf.yaml of version v2, got version 'v1'"),
+        ("version: v1beta1\n", "Expected a buf.yaml of version v2 or v1, got version 'v1beta1'"),
         ("version: v2\nbreaking:\n  use: [FILE]\n", "Expected a rule or a category of WIRE"),
         ("version: v2\nbreaking:\n  uses: [WIRE]\n", "Expected keys among use, except"),
         ("version: v2\nbreaking:\n  ignore: new\n", "ignore: Expected a list of strings"),
@@ -345,6 +345,16 @@ def test_a_bad_configuration_names_the_file_and_the_key(
     err = capsys.readouterr().err
     assert error in err
     assert "buf.yaml" in err
+
+
+def test_a_v1_buf_yaml_in_the_module_is_read_too(
+    pair: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (pair / "new" / "buf.yaml").write_text(
+        "version: v1\nbreaking:\n  use: [WIRE]\n  ignore: [t.proto]\n"
+    )
+    assert main(["compat", "new", "--against", "old"]) == 0
+    assert capsys.readouterr().err.endswith("(WIRE): compatible\n")
 
 
 def test_category_on_the_command_line_wins_over_use(
