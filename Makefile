@@ -94,7 +94,11 @@ $(BUF_STAMP):
 interop-buf: $(STAMP) $(BUF_STAMP)
 	LLMGW_BUF=$(CURDIR)/$(BUF) $(BIN)/python -m pytest -q -p no:cacheprovider tests/compat/test_compat_buf.py
 
-.PHONY: interop-buf
+## interop: every check against real non-Python tools (CONTRIBUTING.md);
+## the grpc-go peers' target joins it when it lands
+interop: interop-buf
+
+.PHONY: interop-buf interop
 
 ## fixtures: regenerate the wire fixtures of HEAD (tests/fixtures/HEAD) from the
 ## current code, then review `git diff tests/fixtures`; released ones never change
