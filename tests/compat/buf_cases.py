@@ -3,7 +3,7 @@
 `CORPUS` holds every edit of `compat_cases.CASES` (single-file edits whose
 findings the unit tests also assert) and the cases below: extensions, enum
 aliases, map fields, editions, several files, safe edits, and edits of the
-library's own schema (frozen in `corpus/`, with the older peers'). Each case is
+library's own schema (frozen in `schemas/`, with the older peers'). Each case is
 `(name, previous, current)`, a schema being a dict of file name to text.
 Between them they exercise every WIRE and WIRE_JSON rule
 (`test_corpus_exercises_every_rule` holds that against buf's recorded
@@ -820,10 +820,10 @@ EXTRA: list[Case] = [
 
 
 # ---- edits of the real schema, frozen here as it was when the corpus was made
-# (`corpus/current`), and the older peers' schema (`corpus/older`, before MIG
+# (`schemas/current`), and the older peers' schema (`schemas/older`, before MIG
 # support and compute reporting)
 
-_CORPUS = Path(__file__).resolve().parent / "corpus"
+_CORPUS = Path(__file__).resolve().parent / "schemas"
 
 
 def _schema(name: str) -> dict[str, str]:
