@@ -175,15 +175,20 @@ def _protoc(args: list[str]) -> tuple[int, str]:
     C++ and writes its errors to file descriptor 2, which is pointed at a
     temporary file for the call; the lock keeps two calls from sharing it.
     """
-    protoc = importlib.import_module(f"{_PROTOC_MODULE}.protoc")
+    # The compiler itself, not `grpc_tools.protoc`: importing that module
+    # appends to sys.path and installs import hooks for `_pb2` modules, which
+    # a library must not do behind its user's back. `protoc.main` is only
+    # this call with the arguments encoded.
+    compiler = importlib.import_module(f"{_PROTOC_MODULE}._protoc_compiler")
     # What `python -m grpc_tools.protoc` adds itself: the well-known types.
     include = importlib.resources.files(_PROTOC_MODULE).joinpath("_proto")
+    argv = [arg.encode() for arg in ["protoc", f"--proto_path={include}", *args]]
     with _PROTOC_LOCK, tempfile.TemporaryFile() as errors:
         sys.stderr.flush()
         saved = os.dup(2)
         try:
             os.dup2(errors.fileno(), 2)
-            status = int(protoc.main(["protoc", f"--proto_path={include}", *args]))
+            status = int(compiler.run_main(argv))
         finally:
             os.dup2(saved, 2)
             os.close(saved)

@@ -446,3 +446,15 @@ def test_the_command_imports_nothing_heavy() -> None:
         check=True,
     )
     assert result.stdout == "[]\n"
+
+
+def test_compiling_changes_nothing_of_the_interpreter(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "path, hooks = list(sys.path), list(sys.meta_path)\n"
+        "from llmgw_wire import compat\n"
+        "assert compat.compile_protos('proto').file\n"
+        "assert (sys.path, sys.meta_path) == (path, hooks)\n"
+        "assert 'grpc_tools.protoc' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
