@@ -24,7 +24,7 @@ def _text(findings: Sequence[Finding]) -> str:
 
 
 def _json(findings: Sequence[Finding]) -> str:
-    # buf's JSON: one object per line, with these keys, in this order.
+    # buf's JSON: one compact object per line, with these keys, in this order.
     return "".join(
         json.dumps(
             {
@@ -35,7 +35,8 @@ def _json(findings: Sequence[Finding]) -> str:
                 "end_column": f.end_column or f.column,
                 "type": f.rule,
                 "message": f.message,
-            }
+            },
+            separators=(",", ":"),
         )
         + "\n"
         for f in findings
