@@ -314,7 +314,10 @@ def render_changes(changes: Sequence[MappingChange], error_format: str) -> str:
     """The mapping changes as notices: text lines, JSON lines, or GitHub notices."""
     if error_format == "json":
         return "".join(
-            json.dumps({"type": "LLMGW_MAPPING_CHANGED", **attrs.asdict(change)}) + "\n"
+            json.dumps(
+                {"type": "LLMGW_MAPPING_CHANGED", **attrs.asdict(change)}, separators=(",", ":")
+            )
+            + "\n"
             for change in changes
         )
     if error_format == "github-actions":
