@@ -29,7 +29,7 @@ demo: $(RUNTIME)
 
 ## test: lint, the generated code's freshness, and the whole test suite (ci profile)
 test: lint gen-check compat
-	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest
+	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest --durations=15
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
