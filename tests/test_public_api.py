@@ -92,6 +92,7 @@ SURFACE: dict[str, list[str]] = {
     "llmgw_wire.mapping": [
         "ENVELOPES",
         "MODELS_WITH_MESSAGE",
+        "NOT_CARRIED",
         "PAIRS",
         "PAIRS_WITH_MESSAGE",
         "STATES_BY_NUMBER",
