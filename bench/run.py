@@ -39,13 +39,13 @@ from google.protobuf.internal import api_implementation
 from grpclib.encoding.proto import ProtoCodec
 
 from bench import handwritten_bp2, handwritten_pb, hostile, samples
+from bench.compat import compat_bench
 from bench.harness import Contender, Group, Timing, run
 from bench.storm import TUNED_THRESHOLDS, StormResult, fleet, storm
 from llmgw_wire import converter, decode, encode, v1
 from llmgw_wire.codec.binary import compiled_upb
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand, ShardReport
-from llmgw_wire.stream import control_message, value_from_agent_message
 from llmgw_wire.stream.grpclib_codec import WireCodec
 from llmgw_wire.v1 import AgentMessage, ControlMessage
 
@@ -181,15 +181,16 @@ def groups_for(s: Subject) -> list[Group]:
 AGENT_MESSAGE = "AgentMessage(register)"
 CONTROL_MESSAGE = "ControlMessage(start_shard)"
 LIB_CODEC = "llmgw WireCodec (upb)"
-STREAM_TODAY = "grpclib ProtoCodec + stream's converter"
+STREAM_TODAY = "grpclib ProtoCodec + the converter"
 
 
 def envelope_groups() -> tuple[list[Group], dict[str, int]]:
     """What a stream pays per message: its grpclib codec and the envelope's converter.
 
-    `stream.py` reads and writes with grpclib's default codec (betterproto2's
-    parser and serialiser) and opens or fills the envelope with the
-    converter; `llmgw_wire.stream.grpclib_codec.WireCodec` does both at once with upb.
+    grpclib's default codec reads and writes with betterproto2's parser and
+    serialiser, and the envelope is opened or filled with the converter;
+    `llmgw_wire.stream.grpclib_codec.WireCodec` (and the stream's own
+    envelope codec) does both at once with upb.
     """
     registration, command = SUBJECTS[0].value, SUBJECTS[1].value
     wire_codec, proto_codec = WireCodec(), ProtoCodec()
@@ -202,8 +203,9 @@ def envelope_groups() -> tuple[list[Group], dict[str, int]]:
                 Contender(LIB_CODEC, lambda: wire_codec.decode(inbound, AgentMessage)),
                 Contender(
                     STREAM_TODAY,
-                    lambda: value_from_agent_message(
-                        cast("AgentMessage", proto_codec.decode(inbound, AgentMessage))
+                    lambda: converter.structure(
+                        cast("AgentMessage", proto_codec.decode(inbound, AgentMessage)).register,
+                        Registration,
                     ),
                 ),
             ],
@@ -215,7 +217,9 @@ def envelope_groups() -> tuple[list[Group], dict[str, int]]:
                 Contender(LIB_CODEC, lambda: wire_codec.encode(command, ControlMessage)),
                 Contender(
                     STREAM_TODAY,
-                    lambda: proto_codec.encode(control_message(command), ControlMessage),
+                    lambda: proto_codec.encode(
+                        ControlMessage(start_shard=converter.unstructure(command)), ControlMessage
+                    ),
                 ),
             ],
         ),
@@ -415,6 +419,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-ms", type=float, default=1.0, help="length of one batch")
     parser.add_argument("--storm", type=int, default=10_000, help="registrations in the storm")
     parser.add_argument("--storm-runs", type=int, default=3, help="timed storms (median kept)")
+    parser.add_argument(
+        "--compat-runs", type=int, default=11, help="runs of the schema checker and of buf"
+    )
     parser.add_argument("--cpu", type=int, help="pin the run to this core (default: no pinning)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
@@ -423,6 +430,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.repetitions, args.batch_ms, args.storm, args.storm_runs = 3, 0.2, 200, 1
+        args.compat_runs = 1
     return args
 
 
@@ -442,6 +450,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes.update(stream_sizes)
     timings = run(groups, args.repetitions, round(args.batch_ms * 1e6))
     storm_result = storm(fleet(args.storm), runs=args.storm_runs)
+    compat_result = compat_bench(args.compat_runs)
     medians = {(t.group.message, t.group.operation, t.contender.name): t.median for t in timings}
     results = targets(medians, storm_result)
 
@@ -485,6 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"allocations, adopted values included), ru_maxrss growth "
         f"{storm_result.maxrss_delta_bytes / 2**20:.1f} MiB"
     )
+    print()
+    for line in compat_result.lines():
+        print(line)
     print()
     print("Targets")
     for target in results:
@@ -533,6 +545,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for t in timings
             ],
             "storm": storm_result.as_dict(),
+            "compat": compat_result.as_dict(),
             "hostile": [cell.as_dict() for cell in hostile_cells],
             "targets": [
                 {

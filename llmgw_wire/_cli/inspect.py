@@ -25,28 +25,26 @@ import datetime as dt
 import enum
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from llmgw_wire.codec import decode
+from llmgw_wire.codec.envelope import UnknownMember, envelope_codec
 from llmgw_wire.codec.json import make_json_converter
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand
 from llmgw_wire.errors import DecodeError, EncodeError
-from llmgw_wire.mapping import PAIRS
-from llmgw_wire.stream import AGENT_ENVELOPE, CONTROL_ENVELOPE, EnvelopeType, Skipped
-from llmgw_wire.stream.grpclib_codec import WireCodec
+from llmgw_wire.mapping import ENVELOPES, PAIRS
 
 __all__ = ["TYPES", "add_arguments", "render_tree", "run"]
 
 _PACKAGE = "llmgw.v1."
 # The whole domain value of a message that carries more than one.
 _WHOLE = {"Register": Registration, "StartShard": ShardCommand}
-_ENVELOPES: dict[str, EnvelopeType[Any, Any]] = {
-    "AgentMessage": AGENT_ENVELOPE,
-    "ControlMessage": CONTROL_ENVELOPE,
-}
+# The stream's envelopes, by their short names.
+_ENVELOPES: tuple[str, ...] = tuple(e.wire.removeprefix(_PACKAGE) for e in ENVELOPES)
 
 
 def _types() -> dict[str, tuple[str, type | None]]:
@@ -147,13 +145,11 @@ def run(args: argparse.Namespace) -> int:
 def _decode(data: bytes, message: str, domain: type | None) -> object:
     if domain is not None:
         return decode(data, domain)
-    kind = _ENVELOPES[message]
-    # Read as the stream's own codec reads it (upb): a newer member's fields
-    # are named by a bounded walk, never parsed field by field in Python.
-    value = kind.incoming(WireCodec().decode(data, kind.wire))
-    if isinstance(value, Skipped):
-        raise DecodeError(kind.name, value.reason)
-    return _Opened(message, kind.members[type(value)], value)
+    codec = envelope_codec(_PACKAGE + message)
+    value = codec.decode(data)
+    if isinstance(value, UnknownMember):
+        raise DecodeError(codec.name, value.reason)
+    return _Opened(message, codec.member_of(value), value)
 
 
 @attrs.frozen
@@ -212,7 +208,7 @@ def _item(label: str, item: object, depth: int, lines: list[str], show_secrets: 
         lines.append(f"{indent}{label}: {'[]' if not item else f'[{len(item)}]'}")
         for index, element in enumerate(item):
             _item(f"[{index}]", element, depth + 1, lines, show_secrets)
-    elif isinstance(item, dict):
+    elif isinstance(item, Mapping):
         lines.append(f"{indent}{label}: {'{}' if not item else ''}".rstrip())
         for key, element in item.items():
             _item(json.dumps(key), element, depth + 1, lines, show_secrets)

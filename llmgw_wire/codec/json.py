@@ -40,6 +40,7 @@ import json
 import types
 import typing
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -56,7 +57,7 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.preconf.json import JsonConverter, configure_converter
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
-from llmgw_wire.domain import State
+from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.errors import EncodeError, JSONError
 from llmgw_wire.mapping import PAIRS
 from llmgw_wire.mapping.rules import StrMap
@@ -188,6 +189,8 @@ def _array_item(annotation: object) -> Any:
         return args[0]
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return args[0]
+    if origin is Sequence and len(args) == 1:
+        return args[0]
     return None
 
 
@@ -239,7 +242,7 @@ def _find(
         ]
     elif isinstance(value, (list, tuple)):
         pairs = [(i, item, None) for i, item in enumerate(value)]
-    elif isinstance(value, dict):
+    elif isinstance(value, Mapping):
         pairs = [(key, item, None) for key, item in value.items()]
     else:
         return None
@@ -410,16 +413,20 @@ def make_json_converter(*, include_secrets: bool = False) -> JsonConverter:
         include_secrets: put secret attributes (`ShardSpec.api_key`) in what it
             unstructures; by default they are left out.
     """
-    # The same collection overrides as `cattrs.preconf.json.make_converter()`.
-    conv = _JSONConverter(unstruct_collection_overrides={AbstractSet: list, Counter: dict})
+    # The same collection overrides as `cattrs.preconf.json.make_converter()`,
+    # and the domain's immutable maps written as plain objects.
+    conv = _JSONConverter(
+        unstruct_collection_overrides={AbstractSet: list, Counter: dict, Mapping: dict}
+    )
     configure_converter(conv)
 
     conv.register_structure_hook(int, _int)
     conv.register_structure_hook(str, _str)
     conv.register_structure_hook(bool, _bool)
-    conv.register_structure_hook_func(lambda t: t == dict[str, str], _str_map)
+    conv.register_structure_hook_func(lambda t: t in (dict[str, str], Mapping[str, str]), _str_map)
     conv.register_structure_hook(dt.timedelta, _timedelta)
     conv.register_structure_hook(dt.datetime, _datetime)
+    conv.register_unstructure_hook(FrozenMap, dict)
     conv.register_unstructure_hook(dt.timedelta, _unstructure_timedelta)
     conv.register_unstructure_hook(dt.datetime, _unstructure_datetime)
     conv.register_structure_hook_factory(_is_enum, _enum_structure)

@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 from hypothesis import strategies as st
 
 from llmgw_wire.codec import converter, encode, wire_class
+from llmgw_wire.codec.cattrs_converter import betterproto2_classes
 from llmgw_wire.domain import (
     GPU,
     IMEX,
@@ -69,8 +71,18 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
-from llmgw_wire.mapping import STATE_NUMBERS
-from llmgw_wire.mapping.rules import EPOCH, INT_RANGES
+from llmgw_wire.mapping import ENVELOPES, STATE_MODELS, STATE_NUMBERS, Envelope, pair_for
+from llmgw_wire.mapping.rules import (
+    EPOCH,
+    INT_RANGES,
+    EpochMillis,
+    Messages,
+    Millis,
+    Repeated,
+    Rule,
+    Scalar,
+    StateEnum,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -260,14 +272,37 @@ def _optional(flag: bool | None, strategy: SearchStrategy[T]) -> SearchStrategy[
 
 
 def _build(cls: type[T], **overrides: SearchStrategy[Any]) -> SearchStrategy[T]:
-    """`cls` with every attribute drawn: from `overrides`, else by its type."""
+    """`cls` with every attribute drawn: from `overrides`, else by its mapping rule or type.
+
+    The mapping's rule says what the wire carries (an int64's range, whole
+    milliseconds), so a new field is drawn in its real range without a
+    change here.
+    """
+    try:
+        rules = {rule.attr: rule for rule in pair_for(cls).rules}
+    except KeyError:  # a model with no pair of its own, such as Inventory
+        rules = {}
     fields = {}
     for field in attrs.fields(attrs.resolve_types(cls)):  # type: ignore[type-var,arg-type]
         if field.name in overrides:
             fields[field.name] = overrides[field.name]
         else:
-            fields[field.name] = _by_annotation(field.type)
+            by_rule = _by_rule(rules.get(field.name))
+            fields[field.name] = by_rule if by_rule is not None else _by_annotation(field.type)
     return st.builds(cls, **fields)
+
+
+def _by_rule(rule: Rule | None) -> SearchStrategy[Any] | None:
+    """What the wire can carry for an attribute of `rule`, where the type alone does not say."""
+    if isinstance(rule, Scalar) and rule.kind in INT_RANGES:
+        return int64s() if rule.kind == "int64" else int32s()
+    if isinstance(rule, Repeated) and rule.kind in INT_RANGES:
+        return _small_list(int64s() if rule.kind == "int64" else int32s(), 8)
+    if isinstance(rule, Millis):
+        return _millis_deltas()
+    if isinstance(rule, EpochMillis):
+        return _epoch_datetimes()
+    return None
 
 
 def _by_annotation(annotation: object) -> SearchStrategy[Any]:
@@ -280,9 +315,9 @@ def _annotation_strategies() -> dict[object, SearchStrategy[Any]]:
         str: texts(),
         int: int32s(),
         bool: st.booleans(),
-        tuple[str, ...]: _small_list(texts()),
-        tuple[int, ...]: _small_list(int32s(), 8),
-        dict[str, str]: _str_maps(),
+        Sequence[str]: _small_list(texts()),
+        Sequence[int]: _small_list(int32s(), 8),
+        Mapping[str, str]: _str_maps(),
     }
 
 
@@ -399,7 +434,7 @@ def local_weights() -> SearchStrategy[LocalWeights]:
         def test_weights_cross_the_wire(weights):
             assert decode(encode(weights), LocalWeights) == weights
     """
-    return _build(LocalWeights, size_bytes=int64s())
+    return _build(LocalWeights)
 
 
 @_cached
@@ -414,7 +449,7 @@ def storages() -> SearchStrategy[Storage]:
         def test_storage_crosses_the_wire(storage):
             assert decode(encode(storage), Storage) == storage
     """
-    return _build(Storage, free_bytes=int64s(), total_bytes=int64s())
+    return _build(Storage)
 
 
 @_cached
@@ -502,7 +537,6 @@ def nodes(
     return _build(
         Node,
         state=st.just(NodeState.READY),
-        memory_total_mb=int64s(),
         host=hosts(),
         weights=_small_list(local_weights(), 3),
         storage=_small_list(storages(), 3),
@@ -706,15 +740,7 @@ def shard_specs(*, compute: bool | None = None) -> SearchStrategy[ShardSpec]:
 @st.composite
 def _commands(draw: st.DrawFn) -> ShardCommand:
     spec = draw(shard_specs(compute=False))
-    return ShardCommand(
-        replica_id=spec.replica_id,
-        shard_id=spec.shard_id,
-        spec=spec,
-        startup_timeout=draw(_millis_deltas()),
-        pool=spec.pool,
-        fabric=spec.fabric,
-        profile_fp=spec.profile_fp,
-    )
+    return ShardCommand(spec, startup_timeout=draw(_millis_deltas()))
 
 
 @_cached
@@ -745,7 +771,7 @@ def stop_commands() -> SearchStrategy[StopCommand]:
         def test_stop_commands_cross_the_wire(command):
             assert decode(encode(command), StopCommand) == command
     """
-    return _build(StopCommand, grace=_millis_deltas())
+    return _build(StopCommand)
 
 
 @_cached
@@ -775,7 +801,7 @@ def heartbeats() -> SearchStrategy[Heartbeat]:
         def test_heartbeats_are_in_utc(heartbeat):
             assert heartbeat.sent_at.utcoffset() == dt.timedelta(0)
     """
-    return _build(Heartbeat, sent_at=_epoch_datetimes())
+    return _build(Heartbeat)
 
 
 @_cached
@@ -900,8 +926,16 @@ def extreme_values(cls: type[T]) -> SearchStrategy[T]:
     return base | extreme
 
 
-# The wire classes that carry a shard state, and where it is in them.
-_STATE_FIELDS: dict[type, str] = {Registration: "running_shards", AdoptedShard: "", ShardReport: ""}
+def _state_field(model: type) -> str:
+    """Where the shard states of `model`'s message are: "" in the message itself, or a field."""
+    rules = pair_for(model).rules
+    if any(isinstance(rule, StateEnum) for rule in rules):
+        return ""
+    return next(rule.wire for rule in rules if isinstance(rule, Messages))
+
+
+# The models whose messages carry a shard state, and where it is in them.
+_STATE_FIELDS: dict[type, str] = {model: _state_field(model) for model in STATE_MODELS}
 
 
 @st.composite
@@ -965,14 +999,7 @@ def agent_messages() -> SearchStrategy[Any]:
                 registration = converter.structure(envelope.register, Registration)
                 assert registration.node.id == envelope.register.node_id
     """
-    from llmgw_wire.v1 import AgentMessage
-
-    return st.one_of(
-        wire_messages(Registration).map(lambda m: AgentMessage(register=m)),
-        wire_messages(ShardReport).map(lambda m: AgentMessage(shard_status=m)),
-        wire_messages(Heartbeat).map(lambda m: AgentMessage(heartbeat=m)),
-        st.builds(AgentMessage),
-    )
+    return _envelopes(ENVELOPES[0], none_weight=1)
 
 
 @_cached
@@ -987,14 +1014,18 @@ def control_messages() -> SearchStrategy[Any]:
         def test_envelopes_cross_the_wire(envelope):
             assert decode(bytes(envelope), v1.ControlMessage) == envelope
     """
-    from llmgw_wire.v1 import ControlMessage
+    return _envelopes(ENVELOPES[1], none_weight=1)
 
-    return st.one_of(
-        wire_messages(ShardCommand).map(lambda m: ControlMessage(start_shard=m)),
-        wire_messages(StopCommand).map(lambda m: ControlMessage(stop_shard=m)),
-        wire_messages(Ack).map(lambda m: ControlMessage(ack=m)),
-        st.builds(ControlMessage),
-    )
+
+def _envelopes(envelope: Envelope, none_weight: int) -> SearchStrategy[Any]:
+    """Envelopes with each member of `envelope` in turn, and with none (a newer peer's)."""
+    wire = betterproto2_classes()[envelope.wire]
+
+    def wrap(member: str) -> Callable[[Any], Any]:
+        return lambda message: wire(**{member: message})
+
+    members = [wire_messages(domain).map(wrap(member)) for member, domain in envelope.members]
+    return st.one_of(*members, *[st.builds(wire)] * none_weight)
 
 
 # --- corrupted bytes -----------------------------------------------------------------
