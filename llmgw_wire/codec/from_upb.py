@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from llmgw_wire.codec.converter import betterproto2_classes
+from llmgw_wire.codec.cattrs_converter import betterproto2_classes
 
 if TYPE_CHECKING:
     from collections.abc import Callable
