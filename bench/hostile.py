@@ -67,7 +67,11 @@ SHAPES: dict[str, tuple[str, str]] = {
     ),
     "suspect varint run": (
         "small fields and one string whose bytes look like a varint over 64 bits",
-        "vi(10, 1) * (size // 2 - 8) + ld(1, '数据中心A'.encode())",
+        "vi(10, 1) * (size // 2 - 8) + ld(1, '中文字A'.encode())",
+    ),
+    "suspect run, unknown groups": (
+        "empty unknown groups and one such string: each group is a step in Python",
+        "group(99, b'') * (size // 4 - 4) + ld(1, '中文字A'.encode())",
     ),
 }
 
@@ -78,7 +82,7 @@ JSON_SHAPES: dict[str, tuple[str, str]] = {
     ),
     "json: unknown keys": (
         "keys no domain model has",
-        "'{' + ','.join(f'\"k{i}\": 0' for i in range(size // 12)) + '}'",
+        "'{' + ','.join(f'\"k{i}\": 0' for i in range(size // 14)) + '}'",
     ),
     "json: deep nesting": (
         "arrays nested a hundred thousand deep",

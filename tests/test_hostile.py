@@ -964,3 +964,45 @@ def test_json_has_the_same_limits() -> None:
         from_json(" " * (DEFAULT_MAX_SIZE + 1), Registration)
     # A newer peer's few keys are fine.
     assert from_json('{"node": {"id": "n1", "rack": "r7"}}', Registration).node.id == "n1"
+
+
+_SUSPECT = b"\x80" * 9
+
+
+@st.composite
+def _with_suspect_runs(draw: st.DrawFn) -> bytes:
+    """A valid registration with fields spliced in that do or do not carry a varint over 64 bits."""
+    pieces = [encode(draw(lst.registrations(max_gpus=3, max_shards=2)))]
+    for _ in range(draw(st.integers(1, 4))):
+        run = _SUSPECT + bytes([draw(st.integers(0, 127))])
+        number = draw(st.sampled_from([1, 6, 9, 10, 17, 20, 99, 3000]))
+        piece = draw(
+            st.sampled_from(
+                [
+                    tag(number, 0) + run,
+                    tag(number, 0) + b"\xff" * 9 + b"\x01",
+                    ld(1 if number in (17,) else number, "中文字A".encode()),
+                    ld(14, tag(draw(st.sampled_from([1, 4, 13, 20, 99])), 0) + run),
+                    ld(14, ld(3, "中文字".encode() + run[-1:].replace(b"\x00", b"\x02"))),
+                    ld(14, ld(12, b"\x01" + run + b"\x02")),
+                    group(99, tag(5, 0) + run),
+                    ld(4, ld(1, b"k") + tag(3, 0) + run),
+                ]
+            )
+        )
+        pieces.insert(draw(st.integers(0, len(pieces))), piece)
+    return b"".join(pieces)
+
+
+@given(_with_suspect_runs())
+def test_the_fast_walk_for_varints_over_64_bits_agrees_with_the_scanner(raw: bytes) -> None:
+    from llmgw_wire.codec.scan import _scan  # the full walk: the reference here
+
+    try:
+        REGISTER().ParseFromString(raw)
+    except PbDecodeError:
+        return
+    full = _scan(raw, REGISTER.DESCRIPTOR)
+    assert (over_64_bits(raw, REGISTER.DESCRIPTOR) is not None) == (
+        full is not None and "more than 64 bits" in full.reason
+    )

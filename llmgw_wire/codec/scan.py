@@ -358,11 +358,130 @@ def _scan(data: bytes, descriptor: Descriptor, budget: int | None = None) -> Pro
 #: second of pure Python, where upb took far less to refuse the bytes.
 EXPLAIN_FIELDS = 50_000
 
-# Nine bytes with their continuation bit and a tenth that carries bits past
-# the 64th: every varint of more than 64 bits contains this run, so a message
-# without it has none (a run inside a string is possible, and then the walk
-# decides).
-_OVER_64_BITS = re.compile(rb"[\x80-\xff]{9}[\x02-\x7f]")
+# Exactly nine bytes with their continuation bit (a longer run is a varint of
+# more than ten bytes, which upb refuses) and a tenth that carries bits past
+# the 64th: every varint over 64 bits in bytes upb accepted is such a run, so
+# bytes without one have none. A run inside a string is possible (three CJK
+# characters, then ASCII); then the walk decides.
+_OVER_64_BITS = re.compile(rb"(?<![\x80-\xff])[\x80-\xff]{9}[\x02-\x7f]")
+
+
+def _tag_bytes(wire_type: int) -> bytes:
+    """A character class of the first bytes of tags of `wire_type`, one-byte and longer."""
+    one = bytes(b for b in range(8, 128) if b & 7 == wire_type)
+    more = bytes(b for b in range(128, 256) if b & 7 == wire_type)
+    return b"(?:[" + re.escape(one) + b"]|[" + re.escape(more) + rb"][\x80-\xff]{0,3}[\x00-\x7f])"
+
+
+_SMALL_LENGTHS = b"|".join(b"\\x%02x.{%d}" % (n, n) for n in range(128))
+
+
+@cache
+def _skipper(descriptor: Descriptor | None) -> re.Pattern[bytes]:
+    """A run of fields with no varint over 64 bits that need no look inside, at C speed.
+
+    Varint fields whose varint is at most 64 bits, fixed-size fields, and short
+    length-delimited fields that hold no varint of this message (strings, and
+    numbers no field of it has); anything else ends the run, and the walk
+    looks at it in Python.
+    """
+    fields = _fields(descriptor) if descriptor is not None else {}
+    opaque = bytes(
+        n << 3 | _LEN
+        for n in range(1, 16)
+        if n not in fields or (fields[n].message is None and not fields[n].packed)
+    )
+
+    # Tags of two bytes or more whose number no field of this message has, or
+    # a string's: grouped by the second byte (the number's bits above the 4th).
+    def opaque_number(n: int) -> bool:
+        return n not in fields or (fields[n].message is None and not fields[n].packed)
+
+    top = max(fields, default=0) >> 4
+    by_second = [
+        b"["
+        + re.escape(
+            bytes(
+                0x80 | (n & 0xF) << 3 | _LEN
+                for n in range(16 * hi, 16 * hi + 16)
+                if opaque_number(n)
+            )
+        )
+        + b"]"
+        + re.escape(bytes([hi]))
+        for hi in range(1, top + 1)
+        if any(opaque_number(n) for n in range(16 * hi, 16 * hi + 16))
+    ]
+    longer = bytes(b for b in range(128, 256) if b & 7 == _LEN)
+    beyond = (
+        b"[" + re.escape(longer) + b"](?:[" + re.escape(bytes(range(top + 1, 128))) + rb"]"
+        rb"|[\x80-\xff]{1,3}[\x00-\x7f])"
+    )
+    unknown_long = b"|".join([*by_second, beyond])
+    varint = rb"(?:[\x80-\xff]{0,8}[\x00-\x7f]|[\x80-\xff]{9}[\x00\x01])"
+    alternatives = [
+        _tag_bytes(_VARINT) + varint,
+        _tag_bytes(_I64) + b".{8}",
+        _tag_bytes(_I32) + b".{4}",
+        b"(?:[" + re.escape(opaque) + b"]|" + unknown_long + b")(?:" + _SMALL_LENGTHS + b")",
+    ]
+    return re.compile(b"(?:" + b"|".join(alternatives) + b")+", re.DOTALL)
+
+
+def _walk_64_value(
+    data: bytes, pos: int, end: int, at: int, field: _Field | None
+) -> tuple[int | None, int]:
+    """`_walk_64` for one length-delimited value, its tag at `at` read."""
+    length, pos = _varint(data, pos, end)
+    stop = pos + length
+    if field is not None and field.message is not None:
+        found, _ = _walk_64(data, pos, stop, field.message)
+        return found, stop
+    if field is not None and field.packed and _OVER_64_BITS.search(data, pos, stop):
+        # A packed run is nothing but varints: the run is one of them.
+        return at, stop
+    return None, stop
+
+
+def _walk_64(
+    data: bytes, pos: int, end: int, descriptor: Descriptor | None
+) -> tuple[int | None, int]:
+    """The offset of the first field with a varint over 64 bits, and where the walk ended.
+
+    For bytes upb accepted: every tag, length and group is well formed. Inside
+    a group (`descriptor` None), the walk ends after its end-group tag.
+    """
+    skip = _skipper(descriptor).match
+    fields = _fields(descriptor) if descriptor is not None else {}
+    while pos < end:
+        run = skip(data, pos, end)
+        if run is not None:
+            pos = run.end()
+            if pos >= end:
+                break
+        at = pos
+        key, pos = _varint(data, pos, end)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == _VARINT:
+            try:
+                pos = _varint(data, pos, end)[1]
+            except _VarintError:
+                return at, pos
+        elif wire_type == _I64:
+            pos += 8
+        elif wire_type == _I32:
+            pos += 4
+        elif wire_type == _LEN:
+            found, pos = _walk_64_value(data, pos, end, at, fields.get(number))
+            if found is not None:
+                return found, pos
+        elif wire_type == _SGROUP:
+            found, pos = _walk_64(data, pos, end, None)
+            if found is not None:
+                return found, pos
+        else:  # the end of the group this walk is in
+            return None, pos
+    return None, pos
 
 
 def diagnose(
@@ -382,12 +501,21 @@ def over_64_bits(data: bytes, descriptor: Descriptor) -> Problem | None:
 
     upb drops the bits past the 64th of a ten-byte varint; Go's runtime (and
     the protobuf specification) refuses such a varint. A regular expression
-    rules out nearly every message at C speed; only bytes with a suspect run
-    are walked.
+    rules out nearly every message at C speed; bytes with a suspect run are
+    walked, with runs of fields that need no look inside skipped by another
+    regular expression, so that Python looks only at sub-messages, groups,
+    packed runs and long strings.
     """
     if _OVER_64_BITS.search(data) is None:
         return None
-    return _scan(data, descriptor)
+    at, _ = _walk_64(data, 0, len(data), descriptor)
+    if at is None:
+        return None
+    # Found: the scanner names the field and its path, within its budget.
+    problem = _scan(data, descriptor, EXPLAIN_FIELDS)
+    if problem is not None and "more than 64 bits" in problem.reason:
+        return problem
+    return Problem(at, f"the field at offset {at} has a varint of more than 64 bits", ())
 
 
 def field_numbers(data: bytes, budget: int = EXPLAIN_FIELDS) -> tuple[int, ...]:
