@@ -118,7 +118,10 @@ async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[b
 
 
 def as_node(registration: Registration, node_id: str) -> Registration:
-    return attrs.evolve(registration, node=attrs.evolve(registration.node, id=node_id))
+    # The shards' node id too: the wire carries it once, so the two must agree.
+    node = attrs.evolve(registration.node, id=node_id)
+    shards = tuple(attrs.evolve(shard, node_id=node_id) for shard in registration.shards)
+    return attrs.evolve(registration, node=node, shards=shards)
 
 
 # --- the exchange -----------------------------------------------------------------

@@ -558,9 +558,7 @@ def from_json(
     items = _items(plain, max_items)
     if items > max_items:
         raise JSONError(
-            name,
-            f"more than {max_items} elements of arrays and maps ({items} counted before the "
-            "count stopped)",
+            name, f"at least {items} elements of arrays and maps is over the limit of {max_items}"
         )
     return json_converter.structure(plain, into)
 

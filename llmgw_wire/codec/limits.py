@@ -138,9 +138,10 @@ def check_items(message: Any, name: str, max_items: int) -> None:
                 f"{items} elements of repeated fields and maps is over the limit of {max_items}"
             )
         else:
+            # Counting stopped once over: what was counted is a lower bound.
             reason = (
-                f"more than {max_items} elements of repeated fields and maps "
-                f"({items} counted before the count stopped)"
+                f"at least {items} elements of repeated fields and maps is over the limit "
+                f"of {max_items}"
             )
         raise DecodeError(name, reason)
 
