@@ -1005,3 +1005,16 @@ def test_the_fast_walk_for_varints_over_64_bits_agrees_with_the_scanner(raw: byt
     assert (over_64_bits(raw, REGISTER.DESCRIPTOR) is not None) == (
         full is not None and "more than 64 bits" in full.reason
     )
+
+
+def test_the_varint_walk_takes_memory_in_proportion() -> None:
+    """One regular-expression match over megabytes kept ~170 bytes of state a field."""
+    data = vi(10, 1) * (1024 * 1024 // 2) + ld(1, "中文字A".encode())
+    over_64_bits(b"", REGISTER.DESCRIPTOR)
+    tracemalloc.start()
+    try:
+        assert over_64_bits(data, REGISTER.DESCRIPTOR) is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < len(data) // 4

@@ -425,7 +425,10 @@ def _skipper(descriptor: Descriptor | None) -> re.Pattern[bytes]:
         _tag_bytes(_I32) + b".{4}",
         b"(?:[" + re.escape(opaque) + b"]|" + unknown_long + b")(?:" + _SMALL_LENGTHS + b")",
     ]
-    return re.compile(b"(?:" + b"|".join(alternatives) + b")+", re.DOTALL)
+    # At most a thousand fields a match: the engine keeps a backtracking
+    # state per repetition, so one unbounded match over megabytes of small
+    # fields would take memory in proportion (about 170 bytes a field).
+    return re.compile(b"(?:" + b"|".join(alternatives) + b"){1,1000}", re.DOTALL)
 
 
 def _walk_64_value(
