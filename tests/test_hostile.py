@@ -1018,3 +1018,19 @@ def test_the_varint_walk_takes_memory_in_proportion() -> None:
     finally:
         tracemalloc.stop()
     assert peak < len(data) // 4  # a constant: the state of one match, not of the input
+
+
+def test_the_varint_walk_is_bounded_and_refuses_what_it_could_not_tell() -> None:
+    """Empty unknown groups are each a step in Python: past the budget, refused, saying why."""
+    from llmgw_wire.codec.scan import WALK_STEPS
+
+    suspect = ld(1, "中文字A".encode())
+    within = group(99, b"") * (WALK_STEPS // 4) + suspect
+    assert decode(within, Registration).node.id == "中文字A"
+    beyond = group(99, b"") * WALK_STEPS + suspect
+    assert both_refuse(beyond) == (
+        f"Invalid `llmgw.v1.Register`: the bytes at offset {len(beyond) - 10} may be a varint "
+        "of more than 64 bits (which Go's runtime refuses); refused, as the walk to tell "
+        f"stopped at offset {2 * WALK_STEPS}, after {WALK_STEPS} fields it had to look at one "
+        "by one"
+    )

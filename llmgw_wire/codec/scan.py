@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXPLAIN_FIELDS",
+    "WALK_STEPS",
     "MAX_DEPTH",
     "Problem",
     "diagnose",
@@ -354,6 +355,11 @@ def _scan(data: bytes, descriptor: Descriptor, budget: int | None = None) -> Pro
     return None
 
 
+#: The most fields `over_64_bits` looks at one by one (sub-messages, groups,
+#: packed runs, long strings; runs of small fields cost none): at most about
+#: 0.4 s, for the costliest fields (empty unknown groups).
+WALK_STEPS = 150_000
+
 #: The most fields `diagnose` walks to explain a refusal: about a tenth of a
 #: second of pure Python, where upb took far less to refuse the bytes.
 EXPLAIN_FIELDS = 50_000
@@ -432,13 +438,13 @@ def _skipper(descriptor: Descriptor | None) -> re.Pattern[bytes]:
 
 
 def _walk_64_value(
-    data: bytes, pos: int, end: int, at: int, field: _Field | None
+    data: bytes, pos: int, end: int, at: int, field: _Field | None, steps: list[int]
 ) -> tuple[int | None, int]:
     """`_walk_64` for one length-delimited value, its tag at `at` read."""
     length, pos = _varint(data, pos, end)
     stop = pos + length
     if field is not None and field.message is not None:
-        found, _ = _walk_64(data, pos, stop, field.message)
+        found, _ = _walk_64(data, pos, stop, field.message, steps)
         return found, stop
     if field is not None and field.packed and _OVER_64_BITS.search(data, pos, stop):
         # A packed run is nothing but varints: the run is one of them.
@@ -447,7 +453,7 @@ def _walk_64_value(
 
 
 def _walk_64(
-    data: bytes, pos: int, end: int, descriptor: Descriptor | None
+    data: bytes, pos: int, end: int, descriptor: Descriptor | None, steps: list[int]
 ) -> tuple[int | None, int]:
     """The offset of the first field with a varint over 64 bits, and where the walk ended.
 
@@ -463,6 +469,10 @@ def _walk_64(
             if pos >= end:
                 break
         at = pos
+        # Each field the walk looks at in Python spends one step.
+        steps[0] -= 1
+        if steps[0] < 0:
+            raise _Cut(at, 0)
         key, pos = _varint(data, pos, end)
         number, wire_type = key >> 3, key & 7
         if wire_type == _VARINT:
@@ -475,11 +485,11 @@ def _walk_64(
         elif wire_type == _I32:
             pos += 4
         elif wire_type == _LEN:
-            found, pos = _walk_64_value(data, pos, end, at, fields.get(number))
+            found, pos = _walk_64_value(data, pos, end, at, fields.get(number), steps)
             if found is not None:
                 return found, pos
         elif wire_type == _SGROUP:
-            found, pos = _walk_64(data, pos, end, None)
+            found, pos = _walk_64(data, pos, end, None, steps)
             if found is not None:
                 return found, pos
         else:  # the end of the group this walk is in
@@ -511,7 +521,20 @@ def over_64_bits(data: bytes, descriptor: Descriptor) -> Problem | None:
     """
     if _OVER_64_BITS.search(data) is None:
         return None
-    at, _ = _walk_64(data, 0, len(data), descriptor)
+    try:
+        at, _ = _walk_64(data, 0, len(data), descriptor, [WALK_STEPS])
+    except _Cut as cut:
+        # Refused rather than accepted unchecked: accepting would risk
+        # dropping the bits of a varint that Go's runtime refuses.
+        suspect = _OVER_64_BITS.search(data)
+        where = suspect.start() if suspect else cut.offset
+        return Problem(
+            cut.offset,
+            f"the bytes at offset {where} may be a varint of more than 64 bits (which Go's "
+            f"runtime refuses); refused, as the walk to tell stopped at offset {cut.offset}, "
+            f"after {WALK_STEPS} fields it had to look at one by one",
+            (),
+        )
     if at is None:
         return None
     # Found: the scanner names the field and its path, within its budget.
