@@ -33,8 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXPLAIN_FIELDS",
-    "WALK_STEPS",
     "MAX_DEPTH",
+    "WALK_STEPS",
     "Problem",
     "diagnose",
     "field_numbers",
