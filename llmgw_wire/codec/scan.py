@@ -480,10 +480,8 @@ def _walk_64(
                 pos = _varint(data, pos, end)[1]
             except _VarintError:
                 return at, pos
-        elif wire_type == _I64:
-            pos += 8
-        elif wire_type == _I32:
-            pos += 4
+        elif wire_type in (_I64, _I32):
+            pos += 8 if wire_type == _I64 else 4
         elif wire_type == _LEN:
             found, pos = _walk_64_value(data, pos, end, at, fields.get(number), steps)
             if found is not None:
