@@ -170,3 +170,19 @@ def test_server_only_tls(peers: Peers, tls_files: TLSFiles) -> None:
     cp = peers.control_plane("serve", tls=tls_files, mutual_tls=False)
     agent = run_agent(cp.target, tls=tls_files, client_cert=False, close_after=2)
     assert (agent.returncode, agent.status) == (0, ("OK", ""))
+
+
+def test_stop_cases_over_mutual_tls(tls_files: TLSFiles) -> None:
+    # over TLS the control plane reads its frames above the TLS layer
+    for scenario, want in (
+        ("graceful", (["ack", "start_shard", "stop_shard"], ("OK", ""))),
+        ("status", (["ack"], ("FAILED_PRECONDITION", STATUS_MESSAGE))),
+    ):
+        cp = start_control_plane(scenario, tls=tls_files)
+        try:
+            agent = run_agent(cp.target, tls=tls_files)
+            assert cp.wait() == 0, cp.describe()
+        finally:
+            cp.stop()
+        assert (kinds(agent.recv), agent.status) == want, agent.description
+        assert cp.lines[-1] == "DONE"

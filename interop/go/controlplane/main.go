@@ -67,8 +67,35 @@ type controlPlane struct {
 	// triggered is set by the first Register of a one-shot scenario.
 	mu        sync.Mutex
 	triggered bool
-	// writes follows the sockets' writes (the status scenario's stop).
-	writes *writeLog
+	// open and done count the calls begun and ended (their status handed
+	// to the transport); watch counts the statuses written to a socket.
+	open, done int
+	watch      *trailerWatch
+}
+
+func (c *controlPlane) callBegan() {
+	c.mu.Lock()
+	c.open++
+	c.mu.Unlock()
+}
+
+func (c *controlPlane) callEnded() {
+	c.mu.Lock()
+	c.done++
+	c.mu.Unlock()
+}
+
+// ended gives how many calls have ended.
+func (c *controlPlane) ended() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
+}
+
+func (c *controlPlane) calls() (open, ended int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open - c.done, c.done
 }
 
 func (c *controlPlane) beginQuit() { c.quitOnce.Do(func() { close(c.quit) }) }
@@ -79,10 +106,40 @@ func (c *controlPlane) stop(graceful bool) {
 		c.beginQuit()
 		go func() {
 			defer close(c.stopped)
-			if graceful {
-				c.srv.GracefulStop()
-			} else {
+			if !graceful {
 				c.srv.Stop()
+				return
+			}
+			drained := make(chan struct{})
+			go func() {
+				c.srv.GracefulStop()
+				close(drained)
+			}()
+			// GracefulStop returns once the agents have closed their
+			// connections; grpc-go 1.33 does not close a drained one itself
+			// when its last call ended after the second GOAWAY. Once every
+			// call has ended and its status is on the wire, close what the
+			// agents left open, as a current grpc-go does.
+			for {
+				open, ended := c.calls()
+				if open == 0 {
+					// A call the agent cancelled has no status to wait for:
+					// the wait is bounded.
+					c.watch.waitFor(ended, 10*time.Second)
+					break
+				}
+				select {
+				case <-drained:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			select {
+			case <-drained:
+			case <-time.After(time.Second):
+				peer.Logf("controlplane: every call has ended; closing the connections the agents left open")
+				c.srv.Stop()
+				<-drained
 			}
 		}()
 	})
@@ -195,88 +252,21 @@ type stopAfterStatus struct {
 
 func (h stopAfterStatus) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	h.EncodingLogger.HandleRPC(ctx, s)
+	switch s.(type) {
+	case *stats.Begin:
+		h.c.callBegan()
+	case *stats.End:
+		h.c.callEnded()
+	}
 	if end, ok := s.(*stats.End); ok && h.c.scenario == "status" &&
 		status.Code(end.Error) == codes.FailedPrecondition {
-		// grpc-go writes the status frames from its own writer goroutine and
-		// Stop closes the sockets without flushing it: stop once a socket
-		// write that began after the status was queued has finished, which
-		// carries the status, so the connection closes right behind it.
-		mark := h.c.writes.mark()
+		// Stop closes the sockets at once: first let the status reach one.
+		ended := h.c.ended()
 		go func() {
-			h.c.writes.waitPast(mark, 10*time.Second)
+			h.c.watch.waitFor(ended, 10*time.Second)
 			h.c.stop(false)
 		}()
 	}
-}
-
-// writeLog counts socket writes on the server's connections, so the status
-// scenario can stop the server right after its status went out.
-type writeLog struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	started uint64 // writes begun
-	done    uint64 // the highest begun-number of a finished write
-}
-
-func newWriteLog() *writeLog {
-	w := &writeLog{}
-	w.cond = sync.NewCond(&w.mu)
-	return w
-}
-
-func (w *writeLog) mark() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.started
-}
-
-// waitPast waits until a write begun after mark has finished, or timeout.
-func (w *writeLog) waitPast(mark uint64, timeout time.Duration) {
-	timer := time.AfterFunc(timeout, func() {
-		w.mu.Lock()
-		w.done = ^uint64(0)
-		w.mu.Unlock()
-		w.cond.Broadcast()
-	})
-	defer timer.Stop()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for w.done <= mark {
-		w.cond.Wait()
-	}
-}
-
-type loggedListener struct {
-	net.Listener
-	log *writeLog
-}
-
-func (l loggedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return loggedConn{Conn: c, log: l.log}, nil
-}
-
-type loggedConn struct {
-	net.Conn
-	log *writeLog
-}
-
-func (c loggedConn) Write(b []byte) (int, error) {
-	c.log.mu.Lock()
-	c.log.started++
-	n := c.log.started
-	c.log.mu.Unlock()
-	written, err := c.Conn.Write(b)
-	c.log.mu.Lock()
-	if n > c.log.done {
-		c.log.done = n
-	}
-	c.log.mu.Unlock()
-	c.log.cond.Broadcast()
-	return written, err
 }
 
 func ack(r *llmgwv1.Register) *llmgwv1.ControlMessage {
@@ -354,7 +344,7 @@ func run() int {
 	}
 
 	c := &controlPlane{scenario: *scenario, quit: make(chan struct{}), stopped: make(chan struct{}),
-		writes: newWriteLog()}
+		watch: newTrailerWatch()}
 	opts := []grpc.ServerOption{grpc.StatsHandler(stopAfterStatus{c: c})}
 	if *gzipOut {
 		opts = append(opts, grpc.RPCCompressor(grpc.NewGZIPCompressor())) //nolint:staticcheck // the one server-wide way in this grpc-go
@@ -365,7 +355,7 @@ func run() int {
 			peer.Logf("controlplane: %v", err)
 			return 2
 		}
-		opts = append(opts, grpc.Creds(creds))
+		opts = append(opts, grpc.Creds(watchedCreds{TransportCredentials: creds, w: c.watch}))
 	}
 	c.srv = grpc.NewServer(opts...)
 	llmgwv1.RegisterAgentServiceServer(c.srv, c)
@@ -390,7 +380,11 @@ func run() int {
 		c.stop(true)
 	}()
 
-	serveErr := c.srv.Serve(loggedListener{Listener: lis, log: c.writes})
+	var serveOn net.Listener = lis
+	if !tlsFlags.Enabled() {
+		serveOn = watchedListener{Listener: lis, w: c.watch}
+	}
+	serveErr := c.srv.Serve(serveOn)
 	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) {
 		peer.Logf("controlplane: serve: %v", serveErr)
 		return 1
