@@ -2,7 +2,7 @@
 
 The same mapping as the library (the same renames, presence rules, state and
 endpoint rules, and the same range checks when encoding), over the same upb
-message classes (`llmgw_wire._pb`, which is what generated `_pb2` modules give
+message classes (`llmgw_wire.codec.schema`, which is what generated `_pb2` modules give
 at run time), written as someone tuning it by hand would: checks inlined,
 sub-messages filled in place (`parent.field.add()`, no copies), repeated
 fields read by slicing, maps read key by key, domain values built with
@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from llmgw_wire._pb import CLASSES
+from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import (
     GPU,
     IMEX,
@@ -229,7 +229,7 @@ def command_from_wire(m: Any) -> ShardCommand:
         timeout = dt.timedelta(milliseconds=m.startup_timeout_ms)
     except OverflowError:
         raise ValueError("startup_timeout_ms does not fit a timedelta") from None
-    return ShardCommand(replica_id, shard_id, spec, timeout, pool, fabric, profile_fp)
+    return ShardCommand(spec, timeout)
 
 
 def report_from_wire(m: Any) -> ShardReport:

@@ -35,9 +35,9 @@ import grpclib.client
 
 from llmgw_wire import Ack, Registration, ShardCommand, ShardReport, State
 from llmgw_wire.domain import Compute
-from llmgw_wire.grpc_codec import WireCodec
-from llmgw_wire.sample import sample_command, sample_registration
 from llmgw_wire.stream import ControlPlane, ControlSession, connect, start_server
+from llmgw_wire.stream.grpclib_codec import WireCodec
+from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -55,9 +55,7 @@ def command_for(node: str) -> ShardCommand:
     """The sample command, for a shard id of the node's own."""
     command = sample_command()
     shard_id = f"{node}-new"
-    return attrs.evolve(
-        command, shard_id=shard_id, spec=attrs.evolve(command.spec, shard_id=shard_id)
-    )
+    return attrs.evolve(command, spec=attrs.evolve(command.spec, shard_id=shard_id))
 
 
 def registration_for(node: str) -> Registration:

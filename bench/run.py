@@ -14,7 +14,7 @@ domain to wire object), it times side by side and interleaved:
 * each runtime's parse or serialise alone, the floor under any mapping.
 
 And what a stream pays per message, envelope included: `stream.py` with
-grpclib's default codec against `llmgw_wire.grpc_codec.WireCodec`.
+grpclib's default codec against `llmgw_wire.stream.grpclib_codec.WireCodec`.
 
 Then the registration storm (`bench.storm`), and the targets, each marked
 met or missed. `--json PATH` writes everything as JSON as well.
@@ -37,13 +37,15 @@ from google.protobuf.internal import api_implementation
 from grpclib.encoding.proto import ProtoCodec
 
 from bench import handwritten_bp2, handwritten_pb, samples
+from bench.compat import compat_bench
 from bench.harness import Contender, Group, Timing, run
 from bench.storm import TUNED_THRESHOLDS, StormResult, fleet, storm
-from llmgw_wire import codec, converter, decode, encode, v1
-from llmgw_wire._pb import CLASSES
+from llmgw_wire import converter, decode, encode, v1
+from llmgw_wire.codec.binary import compiled_upb
+from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand, ShardReport
-from llmgw_wire.grpc_codec import WireCodec
 from llmgw_wire.stream import control_message, value_from_agent_message
+from llmgw_wire.stream.grpclib_codec import WireCodec
 from llmgw_wire.v1 import AgentMessage, ControlMessage
 
 if TYPE_CHECKING:
@@ -124,12 +126,12 @@ SUBJECTS = (
 
 def _upb_structure(message: Any, domain: type) -> Any:
     # The functions under `decode`, without the parse: private, for reference only.
-    return codec._compiled_upb().structure[domain](message)
+    return compiled_upb().structure[domain](message)
 
 
 def _upb_unstructure(value: Any) -> Any:
     # The functions under `encode`, without the serialisation: private, for reference only.
-    return codec._compiled_upb().unstructure[type(value)](value)
+    return compiled_upb().unstructure[type(value)](value)
 
 
 def groups_for(s: Subject) -> list[Group]:
@@ -186,7 +188,7 @@ def envelope_groups() -> tuple[list[Group], dict[str, int]]:
 
     `stream.py` reads and writes with grpclib's default codec (betterproto2's
     parser and serialiser) and opens or fills the envelope with the
-    converter; `llmgw_wire.grpc_codec.WireCodec` does both at once with upb.
+    converter; `llmgw_wire.stream.grpclib_codec.WireCodec` does both at once with upb.
     """
     registration, command = SUBJECTS[0].value, SUBJECTS[1].value
     wire_codec, proto_codec = WireCodec(), ProtoCodec()
@@ -412,6 +414,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-ms", type=float, default=1.0, help="length of one batch")
     parser.add_argument("--storm", type=int, default=10_000, help="registrations in the storm")
     parser.add_argument("--storm-runs", type=int, default=3, help="timed storms (median kept)")
+    parser.add_argument(
+        "--compat-runs", type=int, default=11, help="runs of the schema checker and of buf"
+    )
     parser.add_argument("--cpu", type=int, help="pin the run to this core (default: no pinning)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
@@ -420,6 +425,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.repetitions, args.batch_ms, args.storm, args.storm_runs = 3, 0.2, 200, 1
+        args.compat_runs = 1
     return args
 
 
@@ -439,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes.update(stream_sizes)
     timings = run(groups, args.repetitions, round(args.batch_ms * 1e6))
     storm_result = storm(fleet(args.storm), runs=args.storm_runs)
+    compat_result = compat_bench(args.compat_runs)
     medians = {(t.group.message, t.group.operation, t.contender.name): t.median for t in timings}
     results = targets(medians, storm_result)
 
@@ -483,6 +490,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{storm_result.maxrss_delta_bytes / 2**20:.1f} MiB"
     )
     print()
+    for line in compat_result.lines():
+        print(line)
+    print()
     print("Targets")
     for target in results:
         print(target.line())
@@ -516,6 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for t in timings
             ],
             "storm": storm_result.as_dict(),
+            "compat": compat_result.as_dict(),
             "targets": [
                 {
                     "name": t.name,

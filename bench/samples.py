@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 
 from llmgw_wire.domain import AdoptedShard, Compute, Registration, ShardCommand, ShardReport, State
-from llmgw_wire.sample import sample_command, sample_registration
+from llmgw_wire.testing.sample import sample_command, sample_registration
 
 __all__ = ["command", "registration", "registration_for", "report"]
 

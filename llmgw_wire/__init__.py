@@ -3,62 +3,75 @@
 The domain models (`Node`, `GPU`, `ShardSpec`, ...) are what services program
 against; `llmgw_wire.v1` has the wire messages; the converter and the named
 conversions map one to the other, and `encode`/`decode` go to and from bytes.
+
+The names below are imported on first use, so that a tool that needs one
+part of the library (the schema checker, say) does not pay for the rest.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from llmgw_wire._version import __version__
-from llmgw_wire.codec import (
-    DEFAULT_MAX_ITEMS,
-    DEFAULT_MAX_SIZE,
-    converter,
-    decode,
-    encode,
-    make_converter,
-)
-from llmgw_wire.conversions import (
-    adopted_from_register,
-    command_from_start_shard,
-    node_from_register,
-    register_from_inventory,
-    register_from_node,
-    running_shard_from_spec,
-    shard_spec_from_start,
-    start_shard_from_command,
-    state_from_wire,
-    state_to_wire,
-)
-from llmgw_wire.domain import (
-    GPU,
-    IMEX,
-    Ack,
-    Adapter,
-    AdoptedShard,
-    Compute,
-    FabricAttachment,
-    GPUFabric,
-    GPUHealth,
-    Heartbeat,
-    Host,
-    Inventory,
-    LocalWeights,
-    MIGDevice,
-    Node,
-    NodeState,
-    Profile,
-    Registration,
-    ShardCommand,
-    ShardReport,
-    ShardSpec,
-    State,
-    StopCommand,
-    Storage,
-)
-from llmgw_wire.errors import DecodeError, EncodeError, JSONError, StateFileError, WireError
-from llmgw_wire.jsoncodec import from_json, json_converter, make_json_converter, to_json
-from llmgw_wire.state import ShardState, load_shard_state, save_shard_state
+
+if TYPE_CHECKING:
+    from llmgw_wire.codec import (
+        converter,
+        decode,
+        encode,
+    )
+    from llmgw_wire.codec.json import (
+        from_json,
+        to_json,
+    )
+    from llmgw_wire.conversions import (
+        adopted_from_register,
+        command_from_start_shard,
+        node_from_register,
+        register_from_inventory,
+        register_from_node,
+        running_shard_from_spec,
+        shard_spec_from_start,
+        start_shard_from_command,
+        state_from_wire,
+        state_to_wire,
+    )
+    from llmgw_wire.domain import (
+        GPU,
+        IMEX,
+        Ack,
+        Adapter,
+        AdoptedShard,
+        Compute,
+        FabricAttachment,
+        GPUFabric,
+        GPUHealth,
+        Heartbeat,
+        Host,
+        Inventory,
+        LocalWeights,
+        MIGDevice,
+        Node,
+        NodeState,
+        Profile,
+        Registration,
+        ShardCommand,
+        ShardReport,
+        ShardSpec,
+        State,
+        StopCommand,
+        Storage,
+    )
+    from llmgw_wire.errors import (
+        DecodeError,
+        EncodeError,
+        JSONError,
+        StateFileError,
+        WireError,
+    )
 
 __all__ = [
-    "DEFAULT_MAX_ITEMS",
-    "DEFAULT_MAX_SIZE",
     "GPU",
     "IMEX",
     "Ack",
@@ -83,7 +96,6 @@ __all__ = [
     "ShardCommand",
     "ShardReport",
     "ShardSpec",
-    "ShardState",
     "State",
     "StateFileError",
     "StopCommand",
@@ -96,18 +108,74 @@ __all__ = [
     "decode",
     "encode",
     "from_json",
-    "json_converter",
-    "load_shard_state",
-    "make_converter",
-    "make_json_converter",
     "node_from_register",
     "register_from_inventory",
     "register_from_node",
     "running_shard_from_spec",
-    "save_shard_state",
     "shard_spec_from_start",
     "start_shard_from_command",
     "state_from_wire",
     "state_to_wire",
     "to_json",
 ]
+
+# name -> the module that defines it
+_HOMES: dict[str, str] = {
+    "Ack": "llmgw_wire.domain",
+    "Adapter": "llmgw_wire.domain",
+    "AdoptedShard": "llmgw_wire.domain",
+    "Compute": "llmgw_wire.domain",
+    "FabricAttachment": "llmgw_wire.domain",
+    "GPU": "llmgw_wire.domain",
+    "GPUFabric": "llmgw_wire.domain",
+    "GPUHealth": "llmgw_wire.domain",
+    "Heartbeat": "llmgw_wire.domain",
+    "Host": "llmgw_wire.domain",
+    "IMEX": "llmgw_wire.domain",
+    "Inventory": "llmgw_wire.domain",
+    "LocalWeights": "llmgw_wire.domain",
+    "MIGDevice": "llmgw_wire.domain",
+    "Node": "llmgw_wire.domain",
+    "NodeState": "llmgw_wire.domain",
+    "Profile": "llmgw_wire.domain",
+    "Registration": "llmgw_wire.domain",
+    "ShardCommand": "llmgw_wire.domain",
+    "ShardReport": "llmgw_wire.domain",
+    "ShardSpec": "llmgw_wire.domain",
+    "State": "llmgw_wire.domain",
+    "StopCommand": "llmgw_wire.domain",
+    "Storage": "llmgw_wire.domain",
+    "converter": "llmgw_wire.codec",
+    "decode": "llmgw_wire.codec",
+    "encode": "llmgw_wire.codec",
+    "from_json": "llmgw_wire.codec.json",
+    "to_json": "llmgw_wire.codec.json",
+    "adopted_from_register": "llmgw_wire.conversions",
+    "command_from_start_shard": "llmgw_wire.conversions",
+    "node_from_register": "llmgw_wire.conversions",
+    "register_from_inventory": "llmgw_wire.conversions",
+    "register_from_node": "llmgw_wire.conversions",
+    "running_shard_from_spec": "llmgw_wire.conversions",
+    "shard_spec_from_start": "llmgw_wire.conversions",
+    "start_shard_from_command": "llmgw_wire.conversions",
+    "state_from_wire": "llmgw_wire.conversions",
+    "state_to_wire": "llmgw_wire.conversions",
+    "DecodeError": "llmgw_wire.errors",
+    "EncodeError": "llmgw_wire.errors",
+    "JSONError": "llmgw_wire.errors",
+    "StateFileError": "llmgw_wire.errors",
+    "WireError": "llmgw_wire.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

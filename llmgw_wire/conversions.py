@@ -1,6 +1,6 @@
 """Named conversions: the Python twins of the reference's functions, and their inverses.
 
-Each is a thin, typed door onto the converter (`llmgw_wire.codec.converter`),
+Each is a thin, typed door onto the converter (`llmgw_wire.codec.cattrs_converter`),
 so they follow the mapping exactly and raise the library's errors.
 """
 
@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from llmgw_wire._compile import STATE_NUMBERS, STATES_BY_NUMBER
-from llmgw_wire.codec import converter, structure_with_context
+from llmgw_wire.codec.cattrs_converter import converter, structure_with_context
 from llmgw_wire.domain import (
     AdoptedShard,
     FabricAttachment,
@@ -22,6 +21,7 @@ from llmgw_wire.domain import (
     ShardSpec,
     State,
 )
+from llmgw_wire.mapping import STATE_NUMBERS, STATES_BY_NUMBER
 from llmgw_wire.v1 import Register, RunningShard, ShardStatusState, StartShard
 
 if TYPE_CHECKING:

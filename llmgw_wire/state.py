@@ -9,7 +9,7 @@ report them in its registration::
     saved = load_shard_state(path)
     running = running_shard_from_spec(saved.spec, saved.state)
 
-The file is JSON (`llmgw_wire.jsoncodec`, secrets included) with a format
+The file is JSON (`llmgw_wire.codec.json`, secrets included) with a format
 version::
 
     {"format": 1, "spec": {...}, "state": "ready"}
@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING
 
 from attrs import frozen
 
+from llmgw_wire.codec.json import make_json_converter, parse_json
 from llmgw_wire.domain import ShardSpec, State
 from llmgw_wire.errors import JSONError, StateFileError
-from llmgw_wire.jsoncodec import _parse, make_json_converter
 
 if TYPE_CHECKING:
     from cattrs.preconf.json import JsonConverter
@@ -119,7 +119,7 @@ def load_shard_state(path: str | os.PathLike[str]) -> ShardState:
     with open(file, "rb") as f:
         data = f.read()
     try:
-        document = _parse(data, "ShardState")
+        document = parse_json(data, "ShardState")
         header = _converter.structure(document, _Header)
         if header.format != FORMAT:
             raise JSONError("ShardState", _format_reason(header.format), ("format",))

@@ -7,7 +7,7 @@ maps with two or more entries, optional sub-messages present), so that a
 fixture exercises the whole wire form of its message; `tests/test_fixtures.py`
 checks it.
 
-The values are written out here rather than taken from `llmgw_wire.sample`:
+The values are written out here rather than taken from `llmgw_wire.testing.sample`:
 the sample may change for the demo, and these must not. Once a schema version
 is released its fixtures are frozen (`tests/fixtures/v<version>/`), and each
 of them must still decode to these values, minus the fields that version did
@@ -236,15 +236,7 @@ SPEC = ShardSpec(
     profile=PROFILE,
 )
 
-COMMAND = ShardCommand(
-    replica_id=SPEC.replica_id,
-    shard_id=SPEC.shard_id,
-    spec=SPEC,
-    startup_timeout=dt.timedelta(minutes=15),
-    pool=SPEC.pool,
-    fabric=SPEC.fabric,
-    profile_fp=SPEC.profile_fp,
-)
+COMMAND = ShardCommand(SPEC, startup_timeout=dt.timedelta(minutes=15))
 
 STOP = StopCommand(replica_id="qwen7b-r5", shard_id="qwen7b-r5-s1", grace=dt.timedelta(seconds=90))
 

@@ -23,16 +23,18 @@ from typing import TYPE_CHECKING
 import attrs
 
 import llmgw_wire as wire
+from llmgw_wire import state as wire_state
 from llmgw_wire import v1
-from llmgw_wire.sample import sample_command, sample_node
+from llmgw_wire.codec import json as wire_json
+from llmgw_wire.testing.sample import sample_command, sample_node
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 #: The writer's two states: a shard starting, then ready with its placement.
 WRITER_STATES = (
-    wire.ShardState(sample_command().spec, wire.State.STARTING),
-    wire.ShardState(
+    wire_state.ShardState(sample_command().spec, wire.State.STARTING),
+    wire_state.ShardState(
         attrs.evolve(
             sample_command().spec, compute=wire.Compute("cuda", ("cuda:4", "cuda:5"), 61, 61)
         ),
@@ -54,11 +56,11 @@ def agent_start(message: str, state: str, compute: str | None = None) -> None:
     if compute is not None:
         # What the engine reported once it had loaded the model.
         spec = attrs.evolve(spec, compute=wire.from_json(compute, wire.Compute))
-    wire.save_shard_state(state, wire.ShardState(spec, wire.State.READY))
+    wire_state.save_shard_state(state, wire_state.ShardState(spec, wire.State.READY))
 
 
 def agent_register(state: str, out: str) -> None:
-    saved = wire.load_shard_state(state)
+    saved = wire_state.load_shard_state(state)
     node = sample_node()
     inventory = wire.Inventory(
         memory_total_mb=node.memory_total_mb,
@@ -85,16 +87,16 @@ def control_adopt(message: str) -> None:
     register = wire.decode(Path(message).read_bytes(), v1.Register)
     node = wire.node_from_register(register)
     shards = wire.adopted_from_register(node.id, register.running_shards)
-    sys.stdout.write(wire.json_converter.dumps(shards, list[wire.AdoptedShard]))
+    sys.stdout.write(wire_json.json_converter.dumps(shards, list[wire.AdoptedShard]))
 
 
 def writer(state: str) -> None:
-    wire.save_shard_state(state, WRITER_STATES[0])
+    wire_state.save_shard_state(state, WRITER_STATES[0])
     print("ready", flush=True)
     deadline = time.monotonic() + _WRITER_LIFETIME_S
     while time.monotonic() < deadline:
         for value in WRITER_STATES[::-1]:
-            wire.save_shard_state(state, value)
+            wire_state.save_shard_state(state, value)
 
 
 ROLES: dict[str, Callable[..., None]] = {

@@ -34,7 +34,7 @@ from llmgw_wire import (
     state_to_wire,
     v1,
 )
-from llmgw_wire.sample import sample_command, sample_node, sample_registration
+from llmgw_wire.testing.sample import sample_command, sample_node, sample_registration
 
 STATES = [
     (State.PENDING, v1.ShardStatusState.PENDING),

@@ -48,13 +48,13 @@ from llmgw_wire import (
     ShardReport,
     ShardSpec,
     State,
-    _pb,
     converter,
     decode,
     encode,
     v1,
 )
-from llmgw_wire import strategies as lst
+from llmgw_wire.codec.schema import descriptor_set
+from llmgw_wire.testing import strategies as lst
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -67,7 +67,7 @@ NEWER_THAN_OLDER = {"Compute", "MIGDevice"}
 
 @cache
 def _current() -> dict[str, Any]:
-    return message_classes(_pb.descriptor_set())
+    return message_classes(descriptor_set())
 
 
 @cache

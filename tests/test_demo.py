@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 import grpclib.client
 import pytest
 
-from llmgw_wire.demo import render, run_demo
-from llmgw_wire.sample import sample_registration
+from llmgw_wire._cli.demo import render, run_demo
 from llmgw_wire.stream import connect
+from llmgw_wire.testing.sample import sample_registration
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
 pytestmark = pytest.mark.timeout(60)
 
-DEMO = [sys.executable, "-m", "llmgw_wire.cli", "demo"]
+DEMO = [sys.executable, "-m", "llmgw_wire._cli", "demo"]
 SECRET = "sk-llmgw-demo-0000"
 
 
@@ -104,25 +104,28 @@ def agent_that_hangs(conn: Connection, port: int, timeout: float) -> None:
     time.sleep(60)
 
 
+# Long enough for a child process to start on a busy machine: a peer that
+# dies is seen at once whatever the timeout, and one that hangs only after it.
 @pytest.mark.parametrize(
-    ("agent", "error"),
+    ("agent", "timeout", "error"),
     [
-        (agent_that_dies, "error: agent: exited with code 3, saying nothing"),
+        (agent_that_dies, 60, "error: agent: exited with code 3, saying nothing"),
         (
             agent_that_never_registers,
-            "error: control plane: no registration from the agent within 0.5 s",
+            5,
+            "error: control plane: no registration from the agent within 5 s",
         ),
-        (agent_that_hangs, "error: control plane: no agent connected within 0.5 s"),
+        (agent_that_hangs, 5, "error: control plane: no agent connected within 5 s"),
     ],
     ids=["dies", "never registers", "hangs"],
 )
-def test_a_peer_that_fails_stops_the_demo(agent: object, error: str) -> None:
+def test_a_peer_that_fails_stops_the_demo(agent: object, timeout: float, error: str) -> None:
     out: list[str] = []
     err: list[str] = []
     started = time.monotonic()
-    assert run_demo(timeout=0.5, agent=agent, out=out.append, err=err.append) == 1  # type: ignore[arg-type]
+    assert run_demo(timeout=timeout, agent=agent, out=out.append, err=err.append) == 1  # type: ignore[arg-type]
     assert err == [error]
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 50
     # Both children are stopped and reaped, whatever they were doing.
     assert multiprocessing.active_children() == []
 

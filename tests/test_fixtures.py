@@ -35,8 +35,9 @@ from wire_fixtures import (
     write_head,
 )
 
-from llmgw_wire import _pb, decode
+from llmgw_wire import decode
 from llmgw_wire._gen.message_pool import default_message_pool
+from llmgw_wire.codec.schema import descriptor_set
 from llmgw_wire.mapping import PAIRS
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ def _classes(version: str) -> dict[str, Any]:
 
 @cache
 def _current() -> dict[str, Any]:
-    return message_classes(_pb.descriptor_set())
+    return message_classes(descriptor_set())
 
 
 def _cases(*, head_only: bool = False) -> list[Any]:

@@ -10,11 +10,17 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 
-from llmgw_wire import GPU, Ack, Heartbeat, converter, make_converter
-from llmgw_wire import strategies as lst
-from llmgw_wire.cli import main
-from llmgw_wire.fuzz import fuzz, law_seed
-from llmgw_wire.laws import LAWS, Law, law_named
+from llmgw_wire import (
+    GPU,
+    Ack,
+    Heartbeat,
+    converter,
+)
+from llmgw_wire._cli import main
+from llmgw_wire.codec import make_converter
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire.testing.fuzz import fuzz, law_seed
+from llmgw_wire.testing.laws import LAWS, Law, law_named
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -23,7 +29,8 @@ if TYPE_CHECKING:
 
 BROKEN_HOOKS = """
 import attrs
-from llmgw_wire import GPU, ShardCommand, converter, make_converter
+from llmgw_wire import GPU, ShardCommand, converter
+from llmgw_wire.codec import make_converter
 
 def _forget_peers(message, _):
     return attrs.evolve(converter.structure(message, GPU), nvlink_peers=())

@@ -27,9 +27,9 @@ from llmgw_wire import (
     decode,
     v1,
 )
-from llmgw_wire import strategies as lst
-from llmgw_wire.grpc_codec import ENVELOPES, UnknownMember, WireCodec
-from llmgw_wire.sample import sample_command, sample_registration
+from llmgw_wire.stream.grpclib_codec import ENVELOPES, UnknownMember, WireCodec
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1 import AgentMessage, ControlMessage
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 Never another exception, never a partial message, never a hang, never memory
 out of proportion to the input. Google's parser (upb) decides; the library's
-scanner (`llmgw_wire._strict`) names the problem after upb refused.
+scanner (`llmgw_wire.codec.scan`) names the problem after upb refused.
 
 A known field sent with the wrong wire type is, for Google's runtime, an
 unknown field (conformant: a peer whose schema changed the field's type).
@@ -40,8 +40,6 @@ from rawwire import (
 
 import llmgw_wire
 from llmgw_wire import (
-    DEFAULT_MAX_ITEMS,
-    DEFAULT_MAX_SIZE,
     GPU,
     Ack,
     DecodeError,
@@ -56,13 +54,13 @@ from llmgw_wire import (
     encode,
     v1,
 )
-from llmgw_wire import strategies as lst
-from llmgw_wire._pb import CLASSES
-from llmgw_wire._strict import MAX_DEPTH
-from llmgw_wire.codec import wire_class
-from llmgw_wire.laws import MODELS
+from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, wire_class
+from llmgw_wire.codec.scan import MAX_DEPTH
+from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
-from llmgw_wire.sample import sample_registration
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire.testing.laws import MODELS
+from llmgw_wire.testing.sample import sample_registration
 
 REGISTER: Any = CLASSES["llmgw.v1.Register"]
 

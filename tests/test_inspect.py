@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from llmgw_wire import Heartbeat, Registration, ShardCommand, StopCommand, encode
-from llmgw_wire._inspect import TYPES, render_tree
-from llmgw_wire.cli import main
-from llmgw_wire.jsoncodec import from_json
+from llmgw_wire._cli import main
+from llmgw_wire._cli.inspect import TYPES, render_tree
+from llmgw_wire.codec.json import from_json
 from llmgw_wire.mapping import PAIRS
-from llmgw_wire.sample import sample_command, sample_registration
 from llmgw_wire.stream import agent_message, control_message
+from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -200,7 +200,7 @@ def test_the_tree_writes_scalars_as_json_does() -> None:
 
 def test_the_command_line_entry_point(command_file: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "llmgw_wire.cli", "inspect", "-t", "StartShard", "-"],
+        [sys.executable, "-m", "llmgw_wire._cli", "inspect", "-t", "StartShard", "-"],
         input=command_file.read_bytes(),
         capture_output=True,
         timeout=30,

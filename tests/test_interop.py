@@ -49,11 +49,11 @@ from llmgw_wire import (
     encode,
     v1,
 )
-from llmgw_wire import strategies as lst
-from llmgw_wire._pb import CLASSES
 from llmgw_wire.codec import wire_class
-from llmgw_wire.laws import MODELS
+from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire.testing.laws import MODELS
 
 #: The official class of each proto message name, and its betterproto2 twin.
 OFFICIAL: dict[str, Any] = dict(CLASSES)

@@ -1,8 +1,8 @@
 """The laws of the mapping, for every pair, through the converter and through bytes.
 
-The laws themselves live in `llmgw_wire.laws`, shared with `llmgw-wire fuzz`:
+The laws themselves live in `llmgw_wire.testing.laws`, shared with `llmgw-wire fuzz`:
 one harness runs each law for each domain model it holds for, with the
-model's strategy from `llmgw_wire.strategies`.
+model's strategy from `llmgw_wire.testing.strategies`.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmgw_wire import State, converter, decode, v1
-from llmgw_wire import strategies as lst
-from llmgw_wire._pb import CLASSES
+from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import AdoptedShard, Registration
-from llmgw_wire.laws import LAWS, MODELS, Law
 from llmgw_wire.mapping import PAIRS
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire.testing.laws import LAWS, MODELS, Law
 
 CASES = [
     pytest.param(law, model, id=f"{law.name}-{model.__name__}")

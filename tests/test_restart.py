@@ -21,8 +21,10 @@ import pytest
 from restart_roles import WRITER_STATES
 
 import llmgw_wire as wire
+from llmgw_wire import state as wire_state
 from llmgw_wire import v1
-from llmgw_wire.sample import sample_command
+from llmgw_wire.codec import json as wire_json
+from llmgw_wire.testing.sample import sample_command
 
 ROLES = Path(__file__).with_name("restart_roles.py")
 TIMEOUT_S = 30
@@ -51,7 +53,9 @@ def restart_story(tmp_path: Path, compute: wire.Compute | None) -> list[wire.Ado
     run("agent-start", start, state, *learned, cwd=tmp_path)
     run("agent-register", state, register, cwd=tmp_path)
     adopted = run("control-adopt", register, cwd=tmp_path)
-    shards: list[wire.AdoptedShard] = wire.json_converter.loads(adopted, list[wire.AdoptedShard])
+    shards: list[wire.AdoptedShard] = wire_json.json_converter.loads(
+        adopted, list[wire.AdoptedShard]
+    )
     return shards
 
 
@@ -75,7 +79,7 @@ def test_compute_survives_agent_and_control_plane_restarts(tmp_path: Path) -> No
         compute=COMPUTE,
         endpoint="http://10.40.7.17:8020",
     )
-    saved = wire.load_shard_state(tmp_path / "shard.json")
+    saved = wire_state.load_shard_state(tmp_path / "shard.json")
     # The state file kept the key the engine needs; the wire did not carry it back.
     assert saved.spec.api_key == "sk-llmgw-demo-0000"
     assert b"sk-llmgw-demo-0000" not in (tmp_path / "reg.bin").read_bytes()
@@ -148,7 +152,7 @@ def test_a_writer_killed_at_any_instant_leaves_the_old_state_or_the_new(tmp_path
             if writer.stdout is not None:
                 writer.stdout.close()
         assert writer.returncode == -signal.SIGKILL
-        assert wire.load_shard_state(state) in WRITER_STATES
+        assert wire_state.load_shard_state(state) in WRITER_STATES
     leftovers = [name for name in os.listdir(tmp_path) if name != "shard.json"]
     assert all(name.startswith(".shard.json.") and name.endswith(".tmp") for name in leftovers)
 
@@ -159,14 +163,14 @@ def test_a_crash_before_the_rename_leaves_the_old_state_and_no_temporary_file(
 ) -> None:
     old, new = WRITER_STATES
     state = tmp_path / "shard.json"
-    wire.save_shard_state(state, old)
+    wire_state.save_shard_state(state, old)
 
     def crash(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, failing, crash)
     with pytest.raises(OSError, match="No space left on device"):
-        wire.save_shard_state(state, new)
+        wire_state.save_shard_state(state, new)
     monkeypatch.undo()
-    assert wire.load_shard_state(state) == old
+    assert wire_state.load_shard_state(state) == old
     assert os.listdir(tmp_path) == ["shard.json"]

@@ -17,11 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmgw_wire import adopted_from_register, start_shard_from_command
-from llmgw_wire import strategies as lst
 from llmgw_wire.domain import Compute, ShardSpec, State
 from llmgw_wire.errors import DecodeError, EncodeError, JSONError, StateFileError
-from llmgw_wire.sample import sample_command
 from llmgw_wire.state import FORMAT, ShardState, load_shard_state, save_shard_state
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire.testing.sample import sample_command
 
 KEY = "sk-llmgw-demo-0000"
 SPEC = attrs.evolve(sample_command().spec, compute=Compute("cuda", ("cuda:4",), 61, 61))

@@ -36,8 +36,6 @@ from llmgw_wire import (
     State,
     StopCommand,
 )
-from llmgw_wire.grpc_codec import WireCodec
-from llmgw_wire.sample import sample_command, sample_registration
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
     AgentSession,
@@ -50,6 +48,8 @@ from llmgw_wire.stream import (
     value_from_agent_message,
     value_from_control_message,
 )
+from llmgw_wire.stream.grpclib_codec import WireCodec
+from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1 import AgentMessage, AgentServiceBase, ControlMessage, Register
 
 if TYPE_CHECKING:

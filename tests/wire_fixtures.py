@@ -22,7 +22,8 @@ from typing import Any
 from fixture_values import ENCODED_FROM
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 
-from llmgw_wire import _pb, encode
+from llmgw_wire import encode
+from llmgw_wire.codec.schema import descriptor_set
 
 __all__ = [
     "FIXTURES",
@@ -96,7 +97,7 @@ def compile_schema(root: Path, out: Path) -> descriptor_pb2.FileDescriptorSet:
 
 
 def _current_schema() -> descriptor_pb2.FileDescriptorSet:
-    fds = _pb.descriptor_set()
+    fds = descriptor_set()
     # Comments are no part of the wire format: a reworded comment must not
     # make the fixtures stale.
     for file in fds.file:

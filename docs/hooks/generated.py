@@ -10,14 +10,18 @@ the generator NAME writes from the library:
 * `states`: the shard states on the wire and in the domain, from
   `state_from_wire` and `state_to_wire`;
 * `envelopes`: which member of which envelope carries which domain value,
-  from `llmgw_wire.stream`;
+  from `llmgw_wire.mapping.ENVELOPES`;
+* `compiled-source`: the functions the compiler writes for one pair, for
+  both backends (`llmgw_wire.mapping.compiler`);
 * `wire-messages`: every name of `llmgw_wire.v1`, with what it carries;
 * `laws`: the round-trip laws `llmgw-wire fuzz` checks, from
-  `llmgw_wire.laws.LAWS`;
+  `llmgw_wire.testing.laws.LAWS`;
 * `benchmarks`: the last measured benchmark tables, from the JSON that
   `make bench` wrote into `docs/reference/benchmarks.json`;
 * `compat-rules`: the rules of the schema checker and their categories, from
   `llmgw_wire.compat.RULES`;
+* `compat-deviations`: the checker's deliberate deviations from buf, from
+  `llmgw_wire.compat.deviations()` (the data file `deviations.json`);
 * `api-summary`: every name `llmgw_wire` exports, with its summary and a link
   to its entry in the API reference.
 
@@ -31,21 +35,22 @@ import importlib
 import inspect
 import json
 import re
-import typing
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import betterproto2
 import griffe
 from google.protobuf import descriptor_pb2
 from mkdocs.exceptions import PluginError
 
 import llmgw_wire
-from llmgw_wire import stream, v1
+from llmgw_wire import v1
 from llmgw_wire._gen.message_pool import default_message_pool
-from llmgw_wire._rules import (
+from llmgw_wire.conversions import state_from_wire, state_to_wire
+from llmgw_wire.domain import State
+from llmgw_wire.mapping import ENVELOPES, PAIRS, Pair, pair_for
+from llmgw_wire.mapping.rules import (
     Constant,
     Embedded,
     FromContext,
@@ -55,9 +60,6 @@ from llmgw_wire._rules import (
     NotCarried,
     Rule,
 )
-from llmgw_wire.conversions import state_from_wire, state_to_wire
-from llmgw_wire.domain import State
-from llmgw_wire.mapping import PAIRS, Pair, pair_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -76,7 +78,7 @@ HOME_MODULES = (
     "llmgw_wire.conversions",
     "llmgw_wire.codec",
     "llmgw_wire.errors",
-    "llmgw_wire.jsoncodec",
+    "llmgw_wire.codec.json",
     "llmgw_wire.state",
 )
 
@@ -344,21 +346,29 @@ def envelopes() -> str:
         "| direction | envelope | member | no. | wire message | domain value |",
         "| --- | --- | --- | ---: | --- | --- |",
     ]
-    sides: list[tuple[str, Any, Callable[[Any], Any]]] = [
-        ("agent → control plane", stream.FromAgent, stream.agent_message),
-        ("control plane → agent", stream.FromControl, stream.control_message),
-    ]
-    for direction, union, wrap in sides:
-        for domain in typing.get_args(union):
-            envelope = wrap(domain())
-            member, _ = betterproto2.which_one_of(envelope, "msg")
-            name = _proto_names()[type(envelope)]
-            number, _comment = _fields(name)[member]
+    directions = ("agent → control plane", "control plane → agent")
+    for direction, envelope in zip(directions, ENVELOPES, strict=True):
+        for member, domain in envelope.members:
+            number, _comment = _fields(envelope.wire)[member]
             out.append(
-                f"| {direction} | `{name}` | `{member}` | {number} | "
+                f"| {direction} | `{envelope.wire}` | `{member}` | {number} | "
                 f"`{pair_for(domain).wire}` | {_mapping_link(domain)} |"
             )
     return "\n".join(out) + "\n"
+
+
+def compiled_source() -> str:
+    """The source the compiler writes for one pair (a GPU), for both backends."""
+    from llmgw_wire.codec.binary import compiled_upb
+    from llmgw_wire.codec.cattrs_converter import compiled_betterproto2
+    from llmgw_wire.domain import GPU
+
+    out = []
+    for name, compiled in (("upb", compiled_upb()), ("betterproto2", compiled_betterproto2())):
+        out.append(f'=== "{name}"\n\n    ```python\n')
+        out.extend(f"    {line}".rstrip() + "\n" for line in compiled.sources[GPU].splitlines())
+        out.append("    ```\n")
+    return "\n".join(out)
 
 
 # --- the wire layer and the API summary ---------------------------------------------------
@@ -472,9 +482,21 @@ def compat_rules() -> str:
     return "\n".join(out) + "\n"
 
 
+def compat_deviations() -> str:
+    """The schema checker's deliberate deviations from buf, one row each, with the reason."""
+    from llmgw_wire import compat
+
+    out = ["| id | corpus case | rule, where | | why |", "| --- | --- | --- | --- | --- |"]
+    for d in compat.deviations():
+        where = f"`{d.rule}` at {d.path}:{d.line} ({', '.join(d.categories)})"
+        kind = "the checker only" if d.kind == "extra" else "buf only"
+        out.append(f"| `{d.id}` | {_cell(d.case)} | {where} | {kind} | {_cell(d.reason)} |")
+    return "\n".join(out) + "\n"
+
+
 def laws() -> str:
     """The laws of the mapping, with the domain models each holds for."""
-    from llmgw_wire.laws import LAWS
+    from llmgw_wire.testing.laws import LAWS
 
     out = ["| law | what it says | models |", "| --- | --- | --- |"]
     for law in LAWS:
@@ -561,7 +583,9 @@ def benchmarks() -> str:
 GENERATORS: dict[str, Callable[[], str]] = {
     "api-summary": api_summary,
     "benchmarks": benchmarks,
+    "compat-deviations": compat_deviations,
     "compat-rules": compat_rules,
+    "compiled-source": compiled_source,
     "envelopes": envelopes,
     "laws": laws,
     "mapping": mapping,

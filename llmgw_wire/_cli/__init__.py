@@ -1,0 +1,60 @@
+"""The `llmgw-wire` command.
+
+Each subcommand lives in the module that implements it and exposes two
+functions, `add_arguments(parser)` and `run(args) -> int`; this table is the
+only place that lists them, and a module is imported only when its command
+runs (so that, say, `fuzz` needs the `testing` extra and `compat` does not).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import TYPE_CHECKING
+
+from llmgw_wire._version import __version__
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+__all__ = [
+    "COMMANDS",
+    "main",
+]
+
+# name -> (module, one line of help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("llmgw_wire._cli.demo", "run a control plane and an agent speaking the stream"),
+    "inspect": ("llmgw_wire._cli.inspect", "show a binary wire message as its domain value"),
+    "compat": (
+        "llmgw_wire._cli.compat",
+        "check the schema for changes that break older or newer peers",
+    ),
+    "fuzz": ("llmgw_wire._cli.fuzz", "check every round-trip law with generated inputs, for CI"),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llmgw-wire", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_line) in COMMANDS.items():
+        sub.add_parser(name, help=help_line, description=help_line, add_help=False)
+        del module
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with `argv` (default: `sys.argv[1:]`); return its exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] not in COMMANDS:
+        # Unknown command, --help or --version: argparse says what is wrong.
+        _parser().parse_args(args)
+        return 2
+    name, rest = args[0], args[1:]
+    module_name, help_line = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"llmgw-wire {name}", description=help_line)
+    module.add_arguments(parser)
+    return int(module.run(parser.parse_args(rest)))

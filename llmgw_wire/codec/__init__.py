@@ -1,0 +1,28 @@
+"""The codec: domain values to wire messages and bytes, and back.
+
+* `encode` and `decode` (`llmgw_wire.codec.binary`): domain values to bytes
+  and back on Google's protobuf runtime (upb), strict and fast;
+* `converter` and `make_converter` (`llmgw_wire.codec.cattrs_converter`): the cattrs
+  converter between the betterproto2 classes of `llmgw_wire.v1` and the
+  domain models;
+* `to_json` and `from_json` (`llmgw_wire.codec.json`): the JSON codec;
+* the limits `decode` applies (`llmgw_wire.codec.limits`).
+
+Both directions raise the library's errors: `EncodeError` with the path of the
+first value the wire cannot carry, `DecodeError` with the message type and
+what was wrong.
+"""
+
+from llmgw_wire.codec.binary import decode, encode
+from llmgw_wire.codec.cattrs_converter import converter, make_converter, wire_class
+from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
+
+__all__ = [
+    "DEFAULT_MAX_ITEMS",
+    "DEFAULT_MAX_SIZE",
+    "converter",
+    "decode",
+    "encode",
+    "make_converter",
+    "wire_class",
+]

@@ -1,0 +1,200 @@
+"""Bytes: `encode` and `decode` on Google's protobuf runtime (upb).
+
+The mapping is compiled for the upb backend, so that a domain value goes to
+bytes and back with no betterproto2 object in between. Parsing is strict:
+upb refuses malformed bytes, the scanner (`llmgw_wire.codec.scan`) says what
+and where, and the limits (`llmgw_wire.codec.limits`) bound what an input can
+cost.
+"""
+
+from __future__ import annotations
+
+from functools import cache, partial
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from google.protobuf.message import DecodeError as _PbDecodeError
+
+from llmgw_wire.codec import scan
+from llmgw_wire.codec.cattrs_converter import betterproto2_classes, not_top_level
+from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
+from llmgw_wire.codec.limits import (
+    COUNT_FIRST_ABOVE,
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_SIZE,
+    check_items,
+)
+from llmgw_wire.codec.schema import CLASSES, SKELETONS
+from llmgw_wire.errors import DecodeError
+from llmgw_wire.mapping import PAIRS_WITH_MESSAGE, STATE_NUMBERS, pair_for
+from llmgw_wire.mapping.compiler import Compiled, Upb, compile_backend
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import betterproto2
+
+__all__ = ["compiled_upb", "decode", "encode", "parse", "reaches_map"]
+
+T = TypeVar("T")
+
+
+@cache
+def compiled_upb() -> Compiled:
+    """The mapping compiled for upb, once per process."""
+    return compile_backend(Upb(CLASSES, dict(STATE_NUMBERS)))
+
+
+_WIRE_NAMES: dict[type, str] = {cls: name for name, cls in betterproto2_classes().items()}
+
+
+def encode(value: object) -> bytes:
+    """Serialise a domain value as its wire message.
+
+    The bytes are deterministic (map entries sorted), so the same value always
+    gives the same bytes.
+
+    Raises:
+        EncodeError: a value the wire cannot carry, with its path.
+        TypeError: `value` is not a domain model with a wire message of its own.
+    """
+    encoder = _ENCODERS.get(type(value)) or _upb_encoder(type(value))
+    return encoder(value)
+
+
+# By domain model: its whole path to bytes, made on first use (when the upb
+# backend is compiled) so that encode() is one lookup and one call.
+_ENCODERS: dict[type, Callable[[Any], bytes]] = {}
+
+
+def _upb_encoder(domain: type) -> Callable[[Any], bytes]:
+    if not _ENCODERS:
+        encoders = {}
+        for model, fill in compiled_upb().fill.items():
+            message_class: Any = CLASSES[pair_for(model).wire]
+            deterministic = reaches_map(message_class.DESCRIPTOR)
+            encoders[model] = _make_encoder(model, fill, message_class, deterministic=deterministic)
+        # All at once (one C call under the GIL): another thread never sees half a table.
+        _ENCODERS.update(encoders)
+    return _ENCODERS.get(domain) or not_top_level(domain)
+
+
+def _make_encoder(
+    domain: type, fill: Callable[[Any, Any], None], message_class: Any, *, deterministic: bool
+) -> Callable[[Any], bytes]:
+    # Deterministic serialisation only orders map entries, and its keyword
+    # alone doubles upb's cost on a small message: asked for only where a map
+    # can occur.
+    serialize = message_class.SerializeToString
+    if deterministic:
+        serialize = partial(serialize, deterministic=True)
+
+    def encode(value: Any) -> bytes:
+        message = message_class()
+        try:
+            fill(value, message)
+        except REFUSED as exc:
+            raise explain_encode(value, domain, exc) from None
+        return serialize(message)  # type: ignore[no-any-return]
+
+    return encode
+
+
+def reaches_map(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a message of `descriptor` can hold a map, at any depth."""
+    for field in descriptor.fields:
+        sub = field.message_type
+        if sub is None or sub.full_name in seen:
+            continue
+        if sub.GetOptions().map_entry or reaches_map(sub, seen | {descriptor.full_name}):
+            return True
+    return False
+
+
+def parse(
+    data: bytes | bytearray | memoryview,
+    name: str,
+    max_size: int = DEFAULT_MAX_SIZE,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> Any:
+    """Parse `data` strictly as the upb message `name`, within the limits; `DecodeError` if not."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"expected bytes, got {type(data).__name__}")
+    raw = bytes(data)
+    if len(raw) > max_size:
+        raise DecodeError(name, f"{len(raw)} bytes is over the limit of {max_size}")
+    if len(raw) > COUNT_FIRST_ABOVE:
+        check_items(_parse_as(SKELETONS[name], raw, name), name, max_items)
+    message = _parse_as(CLASSES[name], raw, name)
+    check_items(message, name, max_items)
+    return message
+
+
+def _parse_as(message_class: Any, raw: bytes, name: str) -> Any:
+    message = message_class()
+    try:
+        message.ParseFromString(raw)
+    except _PbDecodeError as exc:
+        # upb says only that something is wrong; the scanner says what and where.
+        problem = scan.diagnose(raw, CLASSES[name].DESCRIPTOR)  # type: ignore[attr-defined]
+        if problem is None:
+            raise DecodeError(name, str(exc) or "malformed bytes") from None
+        raise DecodeError(name, problem.reason, problem.path) from None
+    return message
+
+
+@overload
+def decode(
+    data: bytes | bytearray | memoryview,
+    into: type[betterproto2.Message],
+    *,
+    max_size: int = ...,
+    max_items: int = ...,
+) -> Any: ...
+@overload
+def decode(
+    data: bytes | bytearray | memoryview,
+    into: type[T],
+    *,
+    max_size: int = ...,
+    max_items: int = ...,
+) -> T: ...
+def decode(
+    data: bytes | bytearray | memoryview,
+    into: type[T],
+    *,
+    max_size: int = DEFAULT_MAX_SIZE,
+    max_items: int = DEFAULT_MAX_ITEMS,
+) -> T:
+    """Parse the wire message for `into` from `data` and return it as a domain value.
+
+    `into` is a domain model (`Node`, `Registration`, `ShardCommand`, ...) or
+    a `llmgw_wire.v1` message class. Parsing is strict: malformed bytes,
+    invalid UTF-8, messages over `max_size` bytes and messages with more than
+    `max_items` elements of repeated message and map fields raise
+    `DecodeError`, so memory stays in proportion to the input.
+
+    Raises:
+        DecodeError: the bytes are not a valid message of that type.
+        TypeError: `into` is neither a domain model with a wire message of its
+            own nor a `llmgw_wire.v1` message class.
+    """
+    wire_name = _WIRE_NAMES.get(into)
+    if wire_name is not None:
+        # Parsed strictly first; betterproto2 then reads the canonical bytes.
+        canonical = scan.canonical_for_betterproto2(
+            parse(data, wire_name, max_size, max_items), data, wire_name
+        )
+        return into.parse(canonical)  # type: ignore[attr-defined,no-any-return]
+    name, structure = _upb_decoders().get(into) or not_top_level(into)
+    message = parse(data, name, max_size, max_items)
+    try:
+        return structure(message)  # type: ignore[no-any-return]
+    except REFUSED as exc:
+        raise explain_decode(message, into, exc) from None
+
+
+@cache
+def _upb_decoders() -> dict[type, tuple[str, Callable[[Any], Any]]]:
+    """By domain model with a wire message of its own: its name and the upb structure function."""
+    structure = compiled_upb().structure
+    return {p.domain: (p.wire, structure[p.domain]) for p in PAIRS_WITH_MESSAGE}

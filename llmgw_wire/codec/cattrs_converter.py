@@ -1,0 +1,150 @@
+"""The cattrs converter between the `llmgw_wire.v1` messages and the domain models.
+
+Its hooks are compiled from the mapping (`llmgw_wire.mapping`) for the
+betterproto2 backend: `converter.structure(wire_gpu, GPU)` and
+`converter.unstructure(gpu)` work for every pair, nested ones included.
+Values the wire cannot carry raise `EncodeError` with their path; wire
+messages the domain cannot hold raise `DecodeError`.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import cattrs
+
+from llmgw_wire._gen.message_pool import default_message_pool
+from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
+from llmgw_wire.errors import DecodeError
+from llmgw_wire.mapping import MODELS_WITH_MESSAGE, STATE_NUMBERS, pair_for
+from llmgw_wire.mapping.compiler import Betterproto2, Compiled, compile_backend
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import betterproto2
+
+__all__ = [
+    "betterproto2_classes",
+    "compiled_betterproto2",
+    "converter",
+    "make_converter",
+    "not_top_level",
+    "structure_with_context",
+    "top_level",
+    "wire_class",
+]
+
+T = TypeVar("T")
+
+
+@cache
+def betterproto2_classes() -> dict[str, type]:
+    """The betterproto2 class of every message of the schema, by full proto name."""
+    prefix = "type.googleapis.com/"
+    return {url.removeprefix(prefix): cls for url, cls in default_message_pool.url_to_type.items()}
+
+
+@cache
+def compiled_betterproto2() -> Compiled:
+    """The mapping compiled for betterproto2, once per process."""
+    from llmgw_wire.v1 import ShardStatusState
+
+    states = {state: ShardStatusState(n) for state, n in STATE_NUMBERS.items()}
+    return compile_backend(Betterproto2(betterproto2_classes(), dict(states)))
+
+
+def _guard_unstructure(fn: Callable[[Any], T], domain: type) -> Callable[[Any], T]:
+    def unstructure(value: Any) -> T:
+        try:
+            return fn(value)
+        except REFUSED as exc:
+            raise explain_encode(value, domain, exc) from None
+
+    unstructure.__name__ = f"unstructure_{domain.__name__}"
+    return unstructure
+
+
+def _guard_structure(fn: Callable[..., T], domain: type) -> Callable[[Any, Any], T]:
+    wire_class = betterproto2_classes()[pair_for(domain).wire]
+
+    def structure(message: Any, _: Any = None, **context: str) -> T:
+        if not isinstance(message, wire_class):
+            raise DecodeError(
+                pair_for(domain).wire,
+                f"expected a {wire_class.__name__} message, got {type(message).__name__}",
+            )
+        try:
+            return fn(message, **context)
+        except REFUSED as exc:
+            raise explain_decode(message, domain, exc) from None
+
+    structure.__name__ = f"structure_{domain.__name__}"
+    return structure
+
+
+@cache
+def _hooks() -> tuple[dict[type, Callable[..., Any]], dict[type, Callable[[Any], Any]]]:
+    """The guarded structure and unstructure hooks of every pair, made once per process."""
+    compiled = compiled_betterproto2()
+    models = MODELS_WITH_MESSAGE
+    structure = {m: _guard_structure(compiled.structure[m], m) for m in models}
+    unstructure = {m: _guard_unstructure(compiled.unstructure[m], m) for m in models}
+    return structure, unstructure
+
+
+def make_converter() -> cattrs.Converter:
+    """A new cattrs converter between the `llmgw_wire.v1` messages and the domain models.
+
+    It holds a structure and an unstructure hook for every pair of the mapping,
+    nested ones included: `structure(msg, GPU)` takes a `v1.Gpu` and gives a
+    `GPU`; `unstructure(gpu)` gives the `v1.Gpu` back. Values the wire cannot
+    carry raise `EncodeError`. A converter is cheap to make (the conversion
+    functions are compiled once per process); add hooks to your own copy
+    rather than to the shared `converter`.
+    """
+    conv = cattrs.Converter()
+    structure, unstructure = _hooks()
+    for model, hook in structure.items():
+        conv.register_structure_hook(model, hook)
+    for model, hook in unstructure.items():
+        conv.register_unstructure_hook(model, hook)
+    return conv
+
+
+#: The converter the library's named conversions use. Treat it as read-only.
+converter: cattrs.Converter = make_converter()
+
+
+def structure_with_context(message: Any, domain: type[T], **context: str) -> T:
+    """Like `converter.structure`, with the values a message takes from its enclosing one.
+
+    An adopted shard's `node_id`, for instance, is the registration's.
+    """
+    return _hooks()[0][domain](message, domain, **context)  # type: ignore[no-any-return]
+
+
+def wire_class(domain: type) -> type[betterproto2.Message]:
+    """The `llmgw_wire.v1` class of the wire message that carries the domain model `domain`.
+
+    Raises:
+        TypeError: `domain` is not a domain model with a wire message of its own.
+    """
+    return betterproto2_classes()[top_level(domain)]
+
+
+def top_level(domain: type) -> str:
+    """The proto name of the message that carries `domain`; `TypeError` for any other type."""
+    try:
+        pair = pair_for(domain)
+    except KeyError:
+        pair = None
+    if pair is None or pair.embedded:
+        not_top_level(domain)
+    return pair.wire
+
+
+def not_top_level(domain: type) -> NoReturn:
+    """Raise the `TypeError` for a type that is not a domain model with a message of its own."""
+    raise TypeError(f"{domain!r} is not a domain model carried by a wire message of its own")

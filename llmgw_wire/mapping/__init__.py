@@ -1,0 +1,41 @@
+"""The mapping between wire messages and domain models, as data, and its compiler.
+
+* `llmgw_wire.mapping.table`: one `Pair` per domain model, saying which wire
+  message carries it and, attribute by attribute, how; and the other tables
+  of facts (the envelopes, the models with a message of their own, the shard
+  state numbers);
+* `llmgw_wire.mapping.rules`: the vocabulary the table is written in;
+* `llmgw_wire.mapping.compiler`: the table compiled into plain conversion
+  functions, once per wire backend (upb and betterproto2);
+* `llmgw_wire.mapping.explain`: the walks that say what and where, once the
+  compiled code has refused a value.
+
+The codec, the checks and the documentation are all built from the table:
+there is no other description of the mapping to drift from.
+"""
+
+from llmgw_wire.mapping.table import (
+    ENVELOPES,
+    MODELS_WITH_MESSAGE,
+    PAIRS,
+    PAIRS_WITH_MESSAGE,
+    STATE_MODELS,
+    STATE_NUMBERS,
+    STATES_BY_NUMBER,
+    Envelope,
+    Pair,
+    pair_for,
+)
+
+__all__ = [
+    "ENVELOPES",
+    "MODELS_WITH_MESSAGE",
+    "PAIRS",
+    "PAIRS_WITH_MESSAGE",
+    "STATES_BY_NUMBER",
+    "STATE_MODELS",
+    "STATE_NUMBERS",
+    "Envelope",
+    "Pair",
+    "pair_for",
+]

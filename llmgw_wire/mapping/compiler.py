@@ -1,0 +1,490 @@
+"""Compile the mapping into conversion functions, once per wire backend.
+
+For every pair this writes the source of two plain functions, `s_<Model>`
+(wire message to domain value) and `u_<Model>` (domain value to wire message),
+in the way attrs and cattrs generate `__init__` and hooks: one expression per
+attribute, nested pairs calling each other directly, no per-field dispatch at
+run time. The two backends differ only in a few idioms (how presence is
+tested, how repeated fields and maps are read, how a message is built), so
+they share everything else.
+
+The idioms are the fastest measured for each runtime (`make bench` has the
+figures). Domain values are built with positional arguments, in attribute
+order, which CPython binds faster than keywords; each line carries the
+attribute's name as a comment. betterproto2 messages are dataclasses, built
+by keyword. Google's upb messages are filled in place: a field assignment is
+cheaper than a constructor keyword, sub-messages are filled where they live
+(`parent.field.add()`) rather than built and copied in, empty repeated
+fields and maps are not touched at all, since even an empty one costs upb a
+container, and an int's range is left to upb, which refuses one that does not
+fit its field.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import linecache
+import re
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from llmgw_wire.domain import State
+from llmgw_wire.mapping import rules
+from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+
+__all__ = [
+    "Backend",
+    "Betterproto2",
+    "Compiled",
+    "StructureGen",
+    "UnstructureGen",
+    "Upb",
+    "compile_backend",
+    "source_file_name",
+]
+
+
+class Backend:
+    """The idioms of one wire backend's message classes."""
+
+    name = ""
+
+    def __init__(self, classes: dict[str, type], state_values: dict[State, object]) -> None:
+        self.classes = classes
+        self.state_values = state_values
+
+    def optional_message(self, g: StructureGen, wire: str, fn: str) -> str:
+        """Source: the structured sub-message, or None when it is unset."""
+        raise NotImplementedError
+
+    def required_message(self, g: StructureGen, wire: str, fn: str, domain: type) -> str:
+        """Source: the structured sub-message, the zero value when it is unset."""
+        raise NotImplementedError
+
+    def repeated(self, g: StructureGen, wire: str) -> str:
+        """Source: the items of a repeated field, as an iterable of its own."""
+        raise NotImplementedError
+
+    def str_map(self, g: StructureGen, wire: str) -> str:
+        """Source: a map field as a new dict."""
+        raise NotImplementedError
+
+    def check(self, kind: str, var: str) -> str:
+        """Source: true when `var` cannot be carried by a wire scalar of `kind`."""
+        return rules.check_source(kind, var)
+
+    def sequence(self, value: str) -> str:
+        """Source: a domain sequence as the wire takes it, iterable more than once."""
+        raise NotImplementedError
+
+    def mapping(self, value: str) -> str:
+        """Source: a domain dict as the wire takes it."""
+        raise NotImplementedError
+
+    def message(self, g: UnstructureGen, domain: type, value: str, *, optional: bool) -> str:
+        """Source of the wire value for a sub-message field holding the domain `value`."""
+        raise NotImplementedError
+
+    def messages(self, g: UnstructureGen, domain: type, value: str) -> str:
+        """Source of the wire value for a repeated sub-message field, from the domain `value`."""
+        raise NotImplementedError
+
+    def unstructure_functions(
+        self, g: UnstructureGen, domain: type, wire_class: type, fields: list[tuple[str, str]]
+    ) -> str:
+        """The source of `u_<Model>` (and its helpers), given the checks in `g` and the fields."""
+        raise NotImplementedError
+
+
+class Betterproto2(Backend):
+    """betterproto2 dataclasses: an unset sub-message is None; messages are built by keyword."""
+
+    name = "betterproto2"
+
+    def optional_message(self, g: StructureGen, wire: str, fn: str) -> str:
+        return f"(None if (_v := {g.m}.{wire}) is None else {fn}(_v))"
+
+    def required_message(self, g: StructureGen, wire: str, fn: str, domain: type) -> str:
+        # A fresh zero value each time: a shared one would share its dicts.
+        return f"({g.const(domain)}() if (_v := {g.m}.{wire}) is None else {fn}(_v))"
+
+    def repeated(self, g: StructureGen, wire: str) -> str:
+        return f"{g.m}.{wire}"
+
+    def str_map(self, g: StructureGen, wire: str) -> str:
+        return f"dict({g.m}.{wire})"
+
+    def sequence(self, value: str) -> str:
+        # The message owns its lists: never the domain's tuple, nor a view of it.
+        return f"list({value})"
+
+    def mapping(self, value: str) -> str:
+        return f"dict({value})"
+
+    def message(self, g: UnstructureGen, domain: type, value: str, *, optional: bool) -> str:
+        fn = g.unstructure_fn(domain)
+        if optional:
+            return f"(None if (_v := {value}) is None else {fn}(_v))"
+        return f"{fn}({value})"
+
+    def messages(self, g: UnstructureGen, domain: type, value: str) -> str:
+        return f"[{g.unstructure_fn(domain)}(_x) for _x in {value}]"
+
+    def unstructure_functions(
+        self, g: UnstructureGen, domain: type, wire_class: type, fields: list[tuple[str, str]]
+    ) -> str:
+        cls = g.const(wire_class)
+        args = ",\n        ".join(f"{wire}={expr}" for wire, expr in fields)
+        body = "\n".join(g.lines)
+        return f"def u_{domain.__name__}(d):\n{body}\n    return {cls}(\n        {args},\n    )\n"
+
+
+@attrs.frozen
+class _SubMessage:
+    """A sub-message field to fill in place, behind its placeholder name."""
+
+    fn: str
+    value: str
+    optional: bool = False
+    repeated: bool = False
+
+
+class Upb(Backend):
+    """Google's protobuf classes: presence is `HasField`; messages are filled in place.
+
+    `u_<Model>(d)` makes the message and has `f_<Model>(d, m)` fill it; nested
+    pairs fill their part of the parent through the `f_` functions.
+    """
+
+    name = "upb"
+
+    def optional_message(self, g: StructureGen, wire: str, fn: str) -> str:
+        return f"({fn}({g.m}.{wire}) if {g.m}.HasField({wire!r}) else None)"
+
+    def required_message(self, g: StructureGen, wire: str, fn: str, domain: type) -> str:
+        return f"({fn}({g.m}.{wire}) if {g.m}.HasField({wire!r}) else {g.const(domain)}())"
+
+    def repeated(self, g: StructureGen, wire: str) -> str:
+        # A slice is one C call; iterating the container is one per item.
+        return f"{g.m}.{wire}[:]"
+
+    def str_map(self, g: StructureGen, wire: str) -> str:
+        # Key by key is twice as fast as dict() over upb's map container.
+        return f"_str_map({g.m}.{wire})"
+
+    def check(self, kind: str, var: str) -> str:
+        if kind in rules.INT_RANGES:
+            # upb refuses an int out of its field's range itself (ValueError,
+            # which the explaining walk then names); a bool or an int
+            # subclass it would take, so the type is still ours to check.
+            return f"type({var}) is not int"
+        if kind == "string":
+            # upb refuses a string it cannot encode as UTF-8 itself.
+            return f"not isinstance({var}, str)"
+        return rules.check_source(kind, var)
+
+    def sequence(self, value: str) -> str:
+        # upb copies what it is given; tuple() is free on the domain's tuples.
+        return f"tuple({value})"
+
+    def mapping(self, value: str) -> str:
+        return value
+
+    def message(self, g: UnstructureGen, domain: type, value: str, *, optional: bool) -> str:
+        return g.placeholder(_SubMessage(f"f_{domain.__name__}", value, optional=optional))
+
+    def messages(self, g: UnstructureGen, domain: type, value: str) -> str:
+        return g.placeholder(_SubMessage(f"f_{domain.__name__}", value, repeated=True))
+
+    def unstructure_functions(
+        self, g: UnstructureGen, domain: type, wire_class: type, fields: list[tuple[str, str]]
+    ) -> str:
+        descriptor: Any = wire_class.DESCRIPTOR  # type: ignore[attr-defined]
+        assigns: list[str] = []
+        present = False  # whether an unconditional assignment marks `m` as set
+        for wire, expr in fields:
+            sub = g.placeholders.get(expr)
+            if sub is None and any(p in expr for p in g.placeholders):
+                raise NotImplementedError(f"{wire}: a sub-message inside an expression")
+            field = descriptor.fields_by_name[wire]
+            if sub is not None:
+                assigns.extend(_fill_sub_message(wire, sub))
+            elif field.message_type is not None and field.message_type.GetOptions().map_entry:
+                assigns.extend(_fill_map(wire, expr))
+            elif field.is_repeated:
+                assigns.extend(_fill_repeated(wire, expr))
+            else:
+                assigns.append(f"m.{wire} = {expr}")
+                present = True
+        if not present:
+            # A sub-message with nothing else to set is still sent, empty.
+            assigns.insert(0, "m.SetInParent()")
+        name = domain.__name__
+        body = "\n".join([*g.lines, *(f"    {line}" for line in assigns)])
+        return (
+            f"def f_{name}(d, m):\n{body}\n\n\n"
+            f"def u_{name}(d):\n    m = {g.const(wire_class)}()\n    f_{name}(d, m)\n    return m\n"
+        )
+
+
+def _fill_sub_message(wire: str, sub: _SubMessage) -> list[str]:
+    if sub.repeated:
+        return [f"_a = m.{wire}.add", f"for _x in {sub.value}:", f"    {sub.fn}(_x, _a())"]
+    if sub.optional:
+        return [f"if (_v := {sub.value}) is not None:", f"    {sub.fn}(_v, m.{wire})"]
+    return [f"{sub.fn}({sub.value}, m.{wire})"]
+
+
+def _fill_map(wire: str, expr: str) -> list[str]:
+    # upb's map update() is written in Python; item assignment is a C call.
+    return [
+        f"if {expr}:",
+        f"    _t = m.{wire}",
+        f"    for _k, _x in {expr}.items():",
+        "        _t[_k] = _x",
+    ]
+
+
+def _fill_repeated(wire: str, expr: str) -> list[str]:
+    return [f"if {expr}:", f"    m.{wire}.extend({expr})"]
+
+
+def _str_map(container: Any) -> dict[str, str]:
+    return {key: container[key] for key in container}
+
+
+class _Namespace:
+    """The globals of the generated module: helpers, classes and constants."""
+
+    def __init__(self, backend: Backend, pairs: tuple[Pair, ...]) -> None:
+        self.pairs = {pair.domain: pair for pair in pairs}
+        self.globals: dict[str, Any] = {
+            "_Invalid": rules.Invalid,
+            "_utf8_ok": rules.utf8_ok,
+            "_FAILED": State.FAILED,
+            "_state_from_wire": STATES_BY_NUMBER,
+            "_state_to_wire": dict(backend.state_values),
+            "_millis": rules.millis,
+            "_from_millis": rules.from_millis,
+            "_epoch_millis": rules.epoch_millis,
+            "_from_epoch_millis": rules.from_epoch_millis,
+            "_leader_addr": rules.leader_addr,
+            "_str_map": _str_map,
+        }
+        self._consts: dict[int, str] = {}
+
+    def const(self, value: object) -> str:
+        key = id(value)
+        if key not in self._consts:
+            name = self._unused(_const_name(value))
+            self.globals[name] = value
+            self._consts[key] = name
+        return self._consts[key]
+
+    def _unused(self, name: str) -> str:
+        if name not in self.globals:
+            return name
+        n = 2
+        while f"{name}_{n}" in self.globals:
+            n += 1
+        return f"{name}_{n}"
+
+
+def _const_name(value: object) -> str:
+    """A name that says what a constant of the generated code is: `_GPU`, `_wire_GPU`, ..."""
+    if isinstance(value, type):
+        prefix = "_" if attrs.has(value) else "_wire_"
+        return prefix + value.__name__
+    if isinstance(value, enum.Enum):
+        return f"_{type(value).__name__}_{value.name}"
+    if value in ("", 0, False, ()) and type(value) in (str, int, bool, tuple):
+        return f"_zero_{type(value).__name__}"
+    return f"_{type(value).__name__}_value"
+
+
+def _positional(domain: type, attributes: list[str]) -> bool:
+    """Whether `domain(...)` takes `attributes` positionally, in this order."""
+    fields = [f for f in attrs.fields(domain) if f.init]
+    return not any(f.kw_only for f in fields) and [f.alias for f in fields] == attributes
+
+
+class StructureGen:
+    """Writes `s_<Model>(m)`: the message `m` as a domain value."""
+
+    m = "m"
+
+    def __init__(self, backend: Backend, ns: _Namespace) -> None:
+        self.backend = backend
+        self.ns = ns
+        self.params: list[str] = []
+
+    def structure_fn(self, domain: type) -> str:
+        return f"s_{domain.__name__}"
+
+    def rules(self, domain: type) -> tuple[rules.Rule, ...]:
+        return self.ns.pairs[domain].rules
+
+    def const(self, value: object) -> str:
+        return self.ns.const(value)
+
+    def param(self, name: str) -> None:
+        self.params.append(name)
+
+    def repeated(self, wire: str) -> str:
+        return self.backend.repeated(self, wire)
+
+    def str_map(self, wire: str) -> str:
+        return self.backend.str_map(self, wire)
+
+    def function(self, domain: type) -> str:
+        pair = self.ns.pairs[domain]
+        exprs = [(rule.attr, rule.structure_expr(self)) for rule in pair.rules]
+        if _positional(domain, [attr for attr, _ in exprs]):
+            body = "".join(f"\n        {expr},  # {attr}" for attr, expr in exprs)
+        else:
+            body = "".join(f"\n        {attr}={expr}," for attr, expr in exprs)
+        params = "".join(f", {p}=''" for p in self.params)
+        cls = self.const(domain)
+        return f"def s_{domain.__name__}(m{params}):\n    return {cls}({body}\n    )\n"
+
+
+class UnstructureGen:
+    """Writes `u_<Model>(d)`: the domain value `d` as a wire message."""
+
+    def __init__(self, backend: Backend, ns: _Namespace) -> None:
+        self.backend = backend
+        self.ns = ns
+        self.lines: list[str] = []
+        self.indent = "    "
+        self.count = 0
+        self.placeholders: dict[str, _SubMessage] = {}
+
+    def unstructure_fn(self, domain: type) -> str:
+        return f"u_{domain.__name__}"
+
+    def rules(self, domain: type) -> tuple[rules.Rule, ...]:
+        return self.ns.pairs[domain].rules
+
+    def const(self, value: object) -> str:
+        return self.ns.const(value)
+
+    def stmt(self, source: str) -> None:
+        self.lines.extend(self.indent + line for line in source.splitlines())
+
+    def local(self, expr: str) -> str:
+        # Numbered, and named for the attribute it reads where there is one:
+        # `_3_memory_total_mb = d.memory_total_mb`.
+        attribute = re.fullmatch(r"(?:\w+\()?[\w.]*\.(\w+)\)?", expr)
+        suffix = f"_{attribute.group(1)}" if attribute else ""
+        name = f"_{self.count}{suffix}"
+        self.count += 1
+        self.stmt(f"{name} = {expr}")
+        return name
+
+    def placeholder(self, sub: _SubMessage) -> str:
+        """A name standing for a sub-message the backend fills in place."""
+        name = f"_sub{len(self.placeholders)}_"
+        self.placeholders[name] = sub
+        return name
+
+    def check(self, kind: str, var: str) -> str:
+        return self.backend.check(kind, var)
+
+    def sequence(self, value: str) -> str:
+        return self.backend.sequence(value)
+
+    def mapping(self, value: str) -> str:
+        return self.backend.mapping(value)
+
+    def message(self, domain: type, value: str, *, optional: bool) -> str:
+        return self.backend.message(self, domain, value, optional=optional)
+
+    def messages(self, domain: type, value: str) -> str:
+        return self.backend.messages(self, domain, value)
+
+    @contextlib.contextmanager
+    def block(self, header: str) -> Iterator[None]:
+        self.stmt(header)
+        outer, self.indent = self.indent, self.indent + "    "
+        try:
+            yield
+        finally:
+            self.indent = outer
+
+    def inline(self, domain: type, obj: str) -> list[tuple[str, str]]:
+        """The wire fields of `domain`'s pair, read from the domain value `obj`."""
+        fields: dict[str, str] = {}
+        for rule in self.rules(domain):
+            for wire, expr in rule.unstructure(self, obj):
+                if wire in fields:
+                    if fields[wire] in self.placeholders or expr in self.placeholders:
+                        raise NotImplementedError(f"{wire}: a sub-message shared by two attributes")
+                    # One wire field for two attributes: they must agree.
+                    self.stmt(f"if {fields[wire]} != {expr}: raise _Invalid")
+                else:
+                    fields[wire] = expr
+        return list(fields.items())
+
+    def function(self, domain: type, wire_class: type) -> str:
+        fields = self.inline(domain, "d")
+        return self.backend.unstructure_functions(self, domain, wire_class, fields)
+
+
+class Compiled:
+    """The conversion functions of one backend, by domain model.
+
+    `fill` has, for a backend that fills messages in place, the functions
+    `f(value, message)` that `unstructure` wraps (empty for the others).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        structure: dict[type, Callable[..., Any]],
+        unstructure: dict[type, Callable[[Any], Any]],
+        sources: dict[type, str],
+        fill: dict[type, Callable[[Any, Any], None]] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.structure = structure
+        self.unstructure = unstructure
+        self.sources = sources
+        self.fill = fill or {}
+
+
+def compile_backend(backend: Backend, pairs: tuple[Pair, ...] = PAIRS) -> Compiled:
+    """Generate, compile and return the conversion functions of `pairs` for `backend`.
+
+    Each pair's functions are compiled under a file name of their own,
+    `<llmgw_wire generated BACKEND Model>`, registered with `linecache`, so
+    that a traceback or a debugger shows the generated line (as cattrs does
+    for its hooks). All share one namespace, where they call each other.
+    """
+    ns = _Namespace(backend, pairs)
+    sources: dict[type, str] = {}
+    for pair in pairs:
+        chunks = [StructureGen(backend, ns).function(pair.domain)]
+        if not pair.embedded:
+            wire_class = backend.classes[pair.wire]
+            chunks.append(UnstructureGen(backend, ns).function(pair.domain, wire_class))
+        sources[pair.domain] = "\n\n".join(chunks)
+    for domain, source in sources.items():
+        filename = source_file_name(backend, domain)
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), ns.globals)  # noqa: S102 - our own generated code
+    structure = {p.domain: ns.globals[f"s_{p.domain.__name__}"] for p in pairs}
+    top = [p.domain for p in pairs if not p.embedded]
+    unstructure = {d: ns.globals[f"u_{d.__name__}"] for d in top}
+    fill = {d: ns.globals[f"f_{d.__name__}"] for d in top if f"f_{d.__name__}" in ns.globals}
+    return Compiled(backend, structure, unstructure, sources, fill)
+
+
+def source_file_name(backend: Backend, domain: type) -> str:
+    """The pseudo file name under which the functions of `domain`'s pair are compiled."""
+    return f"<llmgw_wire generated {backend.name} {domain.__name__}>"

@@ -1,0 +1,600 @@
+"""The vocabulary of the mapping: how one domain attribute travels on the wire.
+
+A rule is plain data (see `llmgw_wire.mapping` for the table of pairs built
+from them). Each rule knows three things about its attribute:
+
+* the source of the fast conversion code it contributes, for either direction
+  and either wire backend (`llmgw_wire.mapping.compiler` assembles these into one function per
+  pair);
+* how to check a domain value and say exactly what is wrong with it, which the
+  codec runs only after the fast path has refused a value, to name the path;
+* how to describe itself, for the generated mapping reference.
+
+Fast code raises `Invalid` (no details, no cost) and the explaining walk turns
+that into an `EncodeError` or `DecodeError` with the path, so the happy path
+pays for no bookkeeping.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from attrs import frozen
+
+from llmgw_wire.domain.keepalive import EPOCH
+from llmgw_wire.errors import DecodeError, EncodeError
+
+if TYPE_CHECKING:
+    from llmgw_wire.mapping.compiler import StructureGen, UnstructureGen
+
+__all__ = [
+    "EPOCH",
+    "INT_RANGES",
+    "Constant",
+    "Embedded",
+    "EpochMillis",
+    "FromContext",
+    "Invalid",
+    "LeaderEndpoint",
+    "Message",
+    "Messages",
+    "Millis",
+    "NotCarried",
+    "Path",
+    "Repeated",
+    "Rule",
+    "Scalar",
+    "StateEnum",
+    "StrMap",
+    "Walk",
+    "attr_for_wire",
+    "check_source",
+    "epoch_millis",
+    "expected",
+    "from_epoch_millis",
+    "from_millis",
+    "leader_addr",
+    "millis",
+    "scalar_ok",
+    "utf8_ok",
+    "wire_kind",
+]
+
+Path = tuple[str | int, ...]
+
+INT_RANGES: dict[str, tuple[int, int]] = {
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+}
+_ZERO: dict[str, object] = {"int32": 0, "int64": 0, "string": "", "bool": False, "repeated": ()}
+
+
+class Invalid(Exception):  # noqa: N818 - a signal inside the library, never seen by users
+    """Raised by generated code; the codec re-walks the value to explain it."""
+
+
+def utf8_ok(text: str) -> bool:
+    """Whether `text` encodes as UTF-8: no lone surrogates, which proto3 strings cannot hold."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def scalar_ok(kind: str, value: object) -> bool:
+    """Whether `value` can be carried by a wire scalar of `kind` as it is."""
+    if kind == "string":
+        return isinstance(value, str) and utf8_ok(value)
+    if kind == "bool":
+        return type(value) is bool
+    lo, hi = INT_RANGES[kind]
+    return type(value) is int and lo <= value <= hi
+
+
+def expected(kind: str, value: object) -> str:
+    """What a wire scalar of `kind` expected, for the error about `value`."""
+    if kind == "string" and isinstance(value, str):
+        return "a string that is valid UTF-8 (no lone surrogates)"
+    return kind
+
+
+def check_source(kind: str, var: str) -> str:
+    """Source of a test that is true when `var` cannot be carried by a wire scalar of `kind`."""
+    if kind == "string":
+        return f"not isinstance({var}, str) or not ({var}.isascii() or _utf8_ok({var}))"
+    if kind == "bool":
+        return f"type({var}) is not bool"
+    lo, hi = INT_RANGES[kind]
+    return f"type({var}) is not int or not {lo} <= {var} <= {hi}"
+
+
+def millis(value: object) -> int:
+    """A `timedelta` as whole milliseconds; `Invalid` if it is not exactly that."""
+    if type(value) is not dt.timedelta:
+        raise Invalid
+    # From the normalised parts (0 <= seconds, microseconds): twice as fast as divmod.
+    micros = value.microseconds
+    ms = (value.days * 86400 + value.seconds) * 1000 + micros // 1000
+    if micros % 1000 or not INT_RANGES["int64"][0] <= ms <= INT_RANGES["int64"][1]:
+        raise Invalid
+    return ms
+
+
+def from_millis(value: int) -> dt.timedelta:
+    """Whole milliseconds as a `timedelta`; `Invalid` beyond its range."""
+    try:
+        return dt.timedelta(milliseconds=value)
+    except OverflowError:
+        raise Invalid from None
+
+
+def epoch_millis(value: object) -> int:
+    """An aware `datetime` as whole milliseconds since the epoch; `Invalid` otherwise."""
+    if not isinstance(value, dt.datetime) or value.utcoffset() is None:
+        raise Invalid
+    return millis(value - EPOCH)
+
+
+def from_epoch_millis(value: int) -> dt.datetime:
+    """Milliseconds since the epoch as an aware UTC `datetime`; `Invalid` beyond its range."""
+    try:
+        return EPOCH + dt.timedelta(milliseconds=value)
+    except OverflowError:
+        raise Invalid from None
+
+
+class Walk(Protocol):
+    """The explaining walk over a table of pairs, as the rules see it.
+
+    Rules know nothing of the table they are in (`llmgw_wire.mapping.table`);
+    a rule that holds another domain model asks the walk to explain it.
+    """
+
+    def value(self, value: object, path: Path) -> None:
+        """Raise the precise `EncodeError` for the first thing wrong in a domain value."""
+
+    def wire(self, message: object, domain: type, path: Path, message_type: str) -> None:
+        """Raise the precise `DecodeError` for the first wire value with no domain value."""
+
+    def rules(self, domain: type) -> tuple[Rule, ...]:
+        """The rules of the pair of `domain`."""
+        ...
+
+
+def attr_for_wire(rules: tuple[Rule, ...], wire: str) -> str:
+    """The attribute that the wire field `wire` carries, among `rules`."""
+    for rule in rules:
+        if rule.wire == wire and not isinstance(rule, Embedded):
+            return rule.attr
+    raise KeyError(wire)
+
+
+def wire_kind(rules: tuple[Rule, ...], wire: str) -> str:
+    """The kind of value (`int32`, `string`, ..., `repeated`) of the wire field `wire`."""
+    for rule in rules:
+        if rule.wire == wire:
+            return rule.kind if isinstance(rule, Scalar) else "repeated"
+    raise KeyError(wire)
+
+
+@frozen
+class Rule:
+    """How one domain attribute, `attr`, is carried by the wire field `wire`."""
+
+    attr: str
+    wire: str
+
+    describe_kind: ClassVar[str] = ""
+    #: Whether the rule's wire fields are those of the enclosing message (an
+    #: error path then names no field of its own for it).
+    embedded_in_parent: ClassVar[bool] = False
+
+    def structure_expr(self, g: StructureGen) -> str:
+        """Source of an expression giving the attribute from the message `g.m`."""
+        raise NotImplementedError
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        """Emit checks into `g`; return `(wire field, source expression)` pairs."""
+        raise NotImplementedError
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        """Raise `EncodeError` if `value` cannot be carried; else return."""
+
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
+        """Raise `DecodeError` if the wire value does not make a domain value."""
+
+    def describe(self) -> str:
+        """One line for the mapping reference."""
+        return self.describe_kind
+
+
+@frozen
+class Scalar(Rule):
+    """A scalar field: `int32`, `int64`, `string` or `bool`, range-checked when encoding."""
+
+    kind: str = "string"
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"{g.m}.{self.wire}"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        var = g.local(f"{obj}.{self.attr}")
+        g.stmt(f"if {g.check(self.kind, var)}: raise _Invalid")
+        return [(self.wire, var)]
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        if not scalar_ok(self.kind, value):
+            raise EncodeError(expected(self.kind, value), value, path)
+
+    def describe(self) -> str:
+        if self.kind in INT_RANGES:
+            lo, hi = INT_RANGES[self.kind]
+            return f"{self.kind}; an int outside [{lo}, {hi}] is an error"
+        return self.kind
+
+
+@frozen
+class Repeated(Rule):
+    """A repeated scalar field: a tuple in the domain, each item checked when encoding."""
+
+    kind: str = "string"
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"tuple({g.repeated(self.wire)})"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        var = g.local(g.sequence(f"{obj}.{self.attr}"))
+        g.stmt(f"for _x in {var}:\n    if {g.check(self.kind, '_x')}: raise _Invalid")
+        return [(self.wire, var)]
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise EncodeError(f"a sequence of {self.kind}", value, path)
+        for i, item in enumerate(value):
+            if not scalar_ok(self.kind, item):
+                raise EncodeError(expected(self.kind, item), item, (*path, i))
+
+    def describe(self) -> str:
+        return f"repeated {self.kind} as a tuple; empty is ()"
+
+
+@frozen
+class StrMap(Rule):
+    """A `map<string, string>` field: a dict in the domain, copied both ways."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return g.str_map(self.wire)
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        var = g.local(g.mapping(f"{obj}.{self.attr}"))
+        g.stmt(
+            f"for _k, _x in {var}.items():\n"
+            f"    if {g.check('string', '_k')} or {g.check('string', '_x')}: raise _Invalid"
+        )
+        return [(self.wire, var)]
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        if not hasattr(value, "items"):
+            raise EncodeError("a mapping of string to string", value, path)
+        for key, item in value.items():
+            if not scalar_ok("string", key):
+                raise EncodeError(expected("string", key), key, (*path, f"<key {key!r}>"))
+            if not scalar_ok("string", item):
+                raise EncodeError(expected("string", item), item, (*path, key))
+
+    def describe(self) -> str:
+        return "map<string, string> as a dict; empty is {}"
+
+
+@frozen
+class Message(Rule):
+    """A sub-message carried by its own pair (`domain`).
+
+    Optional: None in the domain exactly when the field is unset on the wire.
+    Required: an unset field decodes as the domain type's zero value, and the
+    field is always set when encoding.
+    """
+
+    domain: type = object
+    optional: bool = False
+
+    def structure_expr(self, g: StructureGen) -> str:
+        fn = g.structure_fn(self.domain)
+        if self.optional:
+            return g.backend.optional_message(g, self.wire, fn)
+        return g.backend.required_message(g, self.wire, fn, self.domain)
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return [(self.wire, g.message(self.domain, f"{obj}.{self.attr}", optional=self.optional))]
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        if value is None and self.optional:
+            return
+        if type(value) is not self.domain:
+            expected = self.domain.__name__ + (" or None" if self.optional else "")
+            raise EncodeError(expected, value, path)
+        walk.value(value, path)
+
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
+        sub = getattr(message, self.wire)
+        if sub is not None:
+            walk.wire(sub, self.domain, path, message_type)
+
+    def describe(self) -> str:
+        if self.optional:
+            return f"{self.domain.__name__} | None; None exactly when the field is unset"
+        return f"{self.domain.__name__}; unset decodes as {self.domain.__name__}()"
+
+
+@frozen
+class Messages(Rule):
+    """A repeated sub-message: a tuple of the pair's domain values.
+
+    `context` names keyword arguments passed to each item's structure function
+    from fields of this message (the node id an adopted shard belongs to).
+    """
+
+    domain: type = object
+    context: tuple[tuple[str, str], ...] = ()
+
+    def structure_expr(self, g: StructureGen) -> str:
+        fn = g.structure_fn(self.domain)
+        if not self.context:
+            return f"tuple(map({fn}, {g.repeated(self.wire)}))"
+        kwargs = ", ".join(f"{k}={g.m}.{w}" for k, w in self.context)
+        return f"tuple([{fn}(_x, {kwargs}) for _x in {g.repeated(self.wire)}])"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return [(self.wire, g.messages(self.domain, f"{obj}.{self.attr}"))]
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+            raise EncodeError(f"a sequence of {self.domain.__name__}", value, path)
+        for i, item in enumerate(value):
+            if type(item) is not self.domain:
+                raise EncodeError(self.domain.__name__, item, (*path, i))
+            walk.value(item, (*path, i))
+
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
+        for i, sub in enumerate(getattr(message, self.wire)):
+            walk.wire(sub, self.domain, (*path, i), message_type)
+
+    def describe(self) -> str:
+        return f"repeated, as a tuple of {self.domain.__name__}; empty is ()"
+
+
+@frozen
+class Embedded(Rule):
+    """Fields of this same wire message that make a nested domain value.
+
+    The wire keeps them flat (a GPU's fabric and health fields); the domain
+    groups them. With `present_if`, the nested value is None exactly when that
+    wire field is empty, so encoding one whose field is empty is an error.
+    """
+
+    domain: type = object
+    present_if: str = ""
+
+    embedded_in_parent: ClassVar[bool] = True
+
+    def structure_expr(self, g: StructureGen) -> str:
+        call = f"{g.structure_fn(self.domain)}({g.m})"
+        return f"({call} if {g.m}.{self.present_if} else None)" if self.present_if else call
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        inner = g.local(f"{obj}.{self.attr}")
+        if not self.present_if:
+            return g.inline(self.domain, inner)
+        with g.block(f"if {inner} is not None:"):
+            fields = g.inline(self.domain, inner)
+            g.stmt(f"if not {dict(fields)[self.present_if]}: raise _Invalid")
+        # None leaves every embedded field at its zero value.
+        rules = g.rules(self.domain)
+        return [
+            (wire, f"({g.const(_ZERO[wire_kind(rules, wire)])} if {inner} is None else {expr})")
+            for wire, expr in fields
+        ]
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        if value is None and self.present_if:
+            return
+        if type(value) is not self.domain:
+            raise EncodeError(self.domain.__name__, value, path)
+        walk.value(value, path)
+        if self.present_if:
+            attr = attr_for_wire(walk.rules(self.domain), self.present_if)
+            if not getattr(value, attr):
+                raise EncodeError(
+                    f"a non-empty string, since an empty {self.present_if} means no {self.attr}",
+                    getattr(value, attr),
+                    (*path, attr),
+                )
+
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
+        walk.wire(message, self.domain, path, message_type)
+
+    def describe(self) -> str:
+        if self.present_if:
+            return (
+                f"{self.domain.__name__} | None from flat fields; "
+                f"None exactly when `{self.present_if}` is empty"
+            )
+        return f"{self.domain.__name__} from flat fields of the same message"
+
+
+@frozen
+class StateEnum(Rule):
+    """The shard state enum; a number this side does not know decodes as FAILED."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"_state_from_wire.get({g.m}.{self.wire}, _FAILED)"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        var = g.local(f"_state_to_wire.get({obj}.{self.attr})")
+        g.stmt(f"if {var} is None: raise _Invalid")
+        return [(self.wire, var)]
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        from llmgw_wire.domain import State
+
+        if not isinstance(value, State):
+            raise EncodeError("State", value, path)
+
+    def describe(self) -> str:
+        return "ShardStatus.State <-> State; unspecified or unknown numbers decode as FAILED"
+
+
+@frozen
+class Millis(Rule):
+    """A `timedelta` carried as whole milliseconds in an int64."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"_from_millis({g.m}.{self.wire})"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return [(self.wire, f"_millis({obj}.{self.attr})")]
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        try:
+            millis(value)
+        except Invalid:
+            raise EncodeError(
+                "a timedelta of whole milliseconds, within int64", value, path
+            ) from None
+
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
+        try:
+            from_millis(getattr(message, self.wire))
+        except Invalid:
+            reason = f"{getattr(message, self.wire)} ms does not fit a timedelta"
+            raise DecodeError(message_type, reason, path) from None
+
+    def describe(self) -> str:
+        return "timedelta as int64 milliseconds; a fraction of a millisecond is an error"
+
+
+@frozen
+class EpochMillis(Rule):
+    """An aware `datetime` carried as whole milliseconds since the Unix epoch."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return f"_from_epoch_millis({g.m}.{self.wire})"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return [(self.wire, f"_epoch_millis({obj}.{self.attr})")]
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        try:
+            epoch_millis(value)
+        except Invalid:
+            raise EncodeError("an aware datetime of whole milliseconds", value, path) from None
+
+    def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
+        try:
+            from_epoch_millis(getattr(message, self.wire))
+        except Invalid:
+            reason = f"{getattr(message, self.wire)} ms since the epoch does not fit a datetime"
+            raise DecodeError(message_type, reason, path) from None
+
+    def describe(self) -> str:
+        return "aware datetime as int64 ms since the epoch, decoded in UTC"
+
+
+@frozen
+class LeaderEndpoint(Rule):
+    """The reference's endpoint rule.
+
+    Decoding: `http://{leader_addr}:{http_port}` for rank 0 with a leader
+    address, else None. Encoding recovers `leader_addr` from the endpoint, so
+    an endpoint of any other form cannot be encoded; the leader address of a
+    shard of another rank does not survive decoding (a documented
+    normalisation).
+    """
+
+    def structure_expr(self, g: StructureGen) -> str:
+        m = g.m
+        return (
+            f"(f'http://{{{m}.{self.wire}}}:{{{m}.http_port}}' "
+            f"if {m}.rank == 0 and {m}.{self.wire} else None)"
+        )
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return [(self.wire, f"_leader_addr({obj})")]
+
+    # Checked with the whole shard by the explaining walk, which knows rank and port.
+
+    def describe(self) -> str:
+        return "str | None: `http://{leader_addr}:{http_port}` for rank 0 with a leader address"
+
+
+@frozen
+class Constant(Rule):
+    """A domain attribute the wire does not carry, set to `value` when decoding."""
+
+    value: object = None
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return g.const(self.value)
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return []
+
+    def describe(self) -> str:
+        shown = str(self.value) if isinstance(self.value, enum.Enum) else repr(self.value)
+        return f"not on the wire; decodes as {shown}"
+
+
+@frozen
+class FromContext(Rule):
+    """A domain attribute the enclosing message supplies (e.g. the node id)."""
+
+    def structure_expr(self, g: StructureGen) -> str:
+        g.param(self.attr)
+        return self.attr
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        return []
+
+    def describe(self) -> str:
+        return f"not on this message; taken from `{self.wire}` of the enclosing one"
+
+
+@frozen
+class NotCarried(Rule):
+    """A domain attribute this message has no field for: None when decoding.
+
+    Encoding a value that has it set is an error rather than a silent loss.
+    """
+
+    def structure_expr(self, g: StructureGen) -> str:
+        return "None"
+
+    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+        g.stmt(f"if {obj}.{self.attr} is not None: raise _Invalid")
+        return []
+
+    def explain(self, value: object, path: Path, walk: Walk) -> None:
+        if value is not None:
+            raise EncodeError(f"None ({self.wire} does not carry it)", value, path)
+
+    def describe(self) -> str:
+        return f"not carried by {self.wire}: decodes as None, and must be None to encode"
+
+
+def leader_addr(shard: Any) -> str:
+    """The leader address an adopted shard's endpoint implies; `Invalid` if none can."""
+    endpoint = shard.endpoint
+    if endpoint is None:
+        return ""
+    if not isinstance(endpoint, str) or shard.rank != 0 or not endpoint.startswith("http://"):
+        raise Invalid
+    addr, _, port = endpoint[7:].rpartition(":")
+    if not addr or endpoint != f"http://{addr}:{shard.http_port}":
+        raise Invalid
+    del port
+    return addr

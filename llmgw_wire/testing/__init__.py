@@ -1,0 +1,14 @@
+"""The testing kit: strategies, laws, fuzzing and sample values, for CI.
+
+Services that depend on the library run the same checks on their own code:
+
+* `llmgw_wire.testing.strategies`: hypothesis strategies for every domain
+  model (needs the `testing` extra);
+* `llmgw_wire.testing.laws`: the round-trip laws, as data, to run under any
+  test runner (needs the `testing` extra);
+* `llmgw_wire.testing.fuzz`: every law for a while, with fresh seeds (the
+  engine behind `llmgw-wire fuzz`);
+* `llmgw_wire.testing.sample`: realistic sample values (no extra needed).
+
+Nothing in the runtime path imports this package.
+"""

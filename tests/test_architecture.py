@@ -1,0 +1,110 @@
+"""The architecture of DESIGN.md, held by tests as well as by `make lint`'s contracts.
+
+import-linter checks the layers (`pyproject.toml`, `[tool.importlinter]`);
+these tests check what its contracts cannot say: that no module imports a
+private name of another subpackage, and that there is no import cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import grimp
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "llmgw_wire"
+
+
+def _modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if "_gen" in parts:
+            continue
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out.append((name, path))
+    return out
+
+
+def _subpackage(module: str) -> str:
+    """The first-level part a module belongs to: `llmgw_wire.codec.binary` -> `codec`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _private_imports(module: str, path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+            continue
+        if not node.module.startswith("llmgw_wire"):
+            continue
+        target = node.module
+        for alias in node.names:
+            names = [*target.split(".")[1:], alias.name]
+            if _subpackage(f"{target}.{alias.name}") == _subpackage(module):
+                continue
+            private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+            # The generated layer is private by design (re-exported by `v1`),
+            # and so is the version module that the root and the command read.
+            if private and private[0] in {"_gen", "_version"}:
+                continue
+            if private:
+                found.append(f"{module}: from {target} import {alias.name}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another_subpackage() -> None:
+    offenders = [hit for name, path in _modules() for hit in _private_imports(name, path)]
+    assert offenders == []
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("llmgw_wire", exclude_type_checking_imports=True)
+
+
+def test_there_is_no_import_cycle_between_modules(graph: grimp.ImportGraph) -> None:
+    # A package's __init__ re-exporting its own modules is not a cycle of the
+    # architecture, so imports of a module by its own parent package are left out.
+    modules = sorted(m for m in graph.modules if not m.startswith("llmgw_wire._gen"))
+
+    def edges(module: str) -> list[str]:
+        return sorted(
+            target
+            for target in graph.find_modules_directly_imported_by(module)
+            if target in modules and not target.startswith(module + ".")
+        )
+
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for target in edges(module):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in on_stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in modules:
+        if module not in index:
+            visit(module)
+    assert cycles == []
