@@ -8,6 +8,13 @@
 //	          FAILED_PRECONDITION and the server stops at once
 //	serve     on every Register: Ack and StartShard; serves until stdin
 //	          closes or SIGTERM, then ends every call with OK
+//	bad-then-good
+//	          as serve, but on every Register: Ack, a StartShard valid for Go
+//	          that the Python domain cannot hold (startup_timeout_ms of
+//	          2^63-1), then a valid StopShard and a valid StartShard
+//
+// --start-padding adds that many bytes to every StartShard (an engine
+// argument), for messages over a receiver's size limit.
 //
 // Output, one event per line on stdout: LISTENING <port>; per call ENCODING
 // <grpc-encoding the agent sent>; RECV <protojson> for every AgentMessage;
@@ -21,10 +28,12 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,8 +63,10 @@ const drainWindow = 500 * time.Millisecond
 type controlPlane struct {
 	llmgwv1.UnimplementedAgentServiceServer
 
-	scenario string
-	srv      *grpc.Server
+	scenario   string
+	srv        *grpc.Server
+	padding    int
+	badTimeout int64
 
 	// quit is closed when the server begins to stop: serving handlers end
 	// their calls with OK.
@@ -201,7 +212,7 @@ func (c *controlPlane) Connect(stream llmgwv1.AgentService_ConnectServer) (err e
 				if !c.firstRegister() {
 					continue
 				}
-				for _, out := range []*llmgwv1.ControlMessage{ack(r), start(r), stop(r)} {
+				for _, out := range []*llmgwv1.ControlMessage{ack(r), c.start(r), stop(r)} {
 					if err := send(out); err != nil {
 						return err
 					}
@@ -222,8 +233,15 @@ func (c *controlPlane) Connect(stream llmgwv1.AgentService_ConnectServer) (err e
 				// The server stops in the stats handler, once this status
 				// has been handed to the transport.
 				return status.Error(codes.FailedPrecondition, statusMessage)
-			case "serve":
-				for _, out := range []*llmgwv1.ControlMessage{ack(r), start(r)} {
+			case "serve", "bad-then-good":
+				msgs := []*llmgwv1.ControlMessage{ack(r), c.start(r)}
+				if c.scenario == "bad-then-good" {
+					bad := c.start(r)
+					bad.GetStartShard().StartupTimeoutMs = c.badTimeout
+					bad.GetStartShard().ShardId = r.GetNodeId() + "-bad"
+					msgs = []*llmgwv1.ControlMessage{ack(r), bad, stop(r), c.start(r)}
+				}
+				for _, out := range msgs {
 					if err := send(out); err != nil {
 						return err
 					}
@@ -279,6 +297,15 @@ func ack(r *llmgwv1.Register) *llmgwv1.ControlMessage {
 
 // start is a StartShard with every field set, so that a test sees each one
 // cross the wire.
+func (c *controlPlane) start(r *llmgwv1.Register) *llmgwv1.ControlMessage {
+	m := start(r)
+	if c.padding > 0 {
+		p := m.GetStartShard().GetProfile()
+		p.Args = append(p.Args, "--padding="+strings.Repeat("x", c.padding))
+	}
+	return m
+}
+
 func start(r *llmgwv1.Register) *llmgwv1.ControlMessage {
 	return &llmgwv1.ControlMessage{Msg: &llmgwv1.ControlMessage_StartShard{StartShard: &llmgwv1.StartShard{
 		ReplicaId:     "rep-go",
@@ -329,7 +356,9 @@ func main() {
 
 func run() int {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
-	scenario := flag.String("scenario", "serve", "graceful, status or serve")
+	scenario := flag.String("scenario", "serve", "graceful, status, serve or bad-then-good")
+	padding := flag.Int("start-padding", 0, "bytes added to every StartShard (an engine argument)")
+	badTimeout := flag.Int64("bad-timeout-ms", math.MaxInt64, "the bad StartShard's startup_timeout_ms (bad-then-good)")
 	gzipOut := flag.Bool("gzip", false, "compress every message sent with gzip (gzip from agents is always accepted)")
 	var tlsFlags peer.TLSFlags
 	flag.StringVar(&tlsFlags.Cert, "tls-cert", "", "server certificate (PEM); TLS when given")
@@ -337,13 +366,13 @@ func run() int {
 	flag.StringVar(&tlsFlags.CA, "tls-ca", "", "CA (PEM) that client certificates must chain to; mutual TLS when given")
 	flag.Parse()
 	switch *scenario {
-	case "graceful", "status", "serve":
+	case "graceful", "status", "serve", "bad-then-good":
 	default:
-		peer.Logf("controlplane: --scenario %q: expected graceful, status or serve", *scenario)
+		peer.Logf("controlplane: --scenario %q: expected graceful, status, serve or bad-then-good", *scenario)
 		return 2
 	}
 
-	c := &controlPlane{scenario: *scenario, quit: make(chan struct{}), stopped: make(chan struct{}),
+	c := &controlPlane{scenario: *scenario, padding: *padding, badTimeout: *badTimeout, quit: make(chan struct{}), stopped: make(chan struct{}),
 		watch: newTrailerWatch()}
 	opts := []grpc.ServerOption{grpc.StatsHandler(stopAfterStatus{c: c})}
 	if *gzipOut {
