@@ -1,0 +1,1 @@
+"""The interop tests: the stream against grpc-go peers run as processes (see peers.py)."""
