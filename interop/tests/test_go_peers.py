@@ -208,3 +208,20 @@ def test_a_start_over_the_receivers_limit(peers: Peers) -> None:
     assert agent.status is not None
     assert agent.status[0] == "RESOURCE_EXHAUSTED", agent.description
     assert kinds(agent.recv) == ["ack"]
+
+
+def test_a_killed_control_plane_comes_back_on_its_port(peers: Peers) -> None:
+    # the kill -9 failover: the agent's call breaks, a new control plane takes the port
+    first = peers.control_plane("serve")
+    agent = peers.agent(first.target)
+    agent.wait_for("RECV", count=2)
+    first.kill()
+    assert agent.wait() == 0
+    status = agent.status()
+    assert status is not None
+    assert status[0] == "UNAVAILABLE", agent.describe()
+    second = peers.control_plane("serve", listen=first.target)
+    assert second.port == first.port
+    again = run_agent(second.target, close_after=2)
+    assert (again.returncode, again.status) == (0, ("OK", ""))
+    assert kinds(again.recv) == ["ack", "start_shard"]
