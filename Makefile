@@ -108,7 +108,8 @@ interop-go-build: $(STAMP)
 
 .PHONY: interop-go interop-go-build
 
-## interop: every check against real non-Python tools (CONTRIBUTING.md)
+## interop: every check against real non-Python tools (CONTRIBUTING.md);
+## the schema checker against buf, the stream against grpc-go peers
 interop: interop-buf interop-go
 
 .PHONY: interop-buf interop

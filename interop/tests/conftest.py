@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import pytest
-
-from interop.tests.peers import Peers, TLSFiles, binaries_missing, make_tls_files
+from peers import Peers, TLSFiles, binaries_missing, make_tls_files
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

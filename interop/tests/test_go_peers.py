@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from interop.tests.peers import (
+from peers import (
     CONTROL_PLANE_API_KEY,
     key_digest,
     kinds,
@@ -21,7 +21,7 @@ from interop.tests.peers import (
 )
 
 if TYPE_CHECKING:
-    from interop.tests.peers import Peers, TLSFiles
+    from peers import Peers, TLSFiles
 
 # Repetitions of the stop cases; LLMGW_INTEROP_RUNS raises them for a soak.
 RUNS = int(os.environ.get("LLMGW_INTEROP_RUNS", "20"))

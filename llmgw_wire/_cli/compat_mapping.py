@@ -242,17 +242,16 @@ def unmapped_fields(
         fds: the schema, a `FileDescriptorSet` with source info.
         pairs: the mapping (default: `llmgw_wire.mapping.PAIRS`).
         not_carried: full names of wire fields (`llmgw.v1.GPU.power_watts`)
-            deliberately not carried (default: the mapping's `NOT_CARRIED`
-            table, if it has one).
+            deliberately not carried (default: the mapping's `NOT_CARRIED`).
 
     Returns:
         One `LLMGW_FIELD_NOT_MAPPED` finding per such field, at the field.
     """
     pairs = _pairs(pairs)
     if not_carried is None:
-        from llmgw_wire import mapping
+        from llmgw_wire.mapping import NOT_CARRIED
 
-        not_carried = getattr(mapping, "NOT_CARRIED", ())
+        not_carried = NOT_CARRIED
     declared = set(not_carried)
     by_domain = {pair.domain: pair for pair in pairs}
     covered: dict[str, set[str]] = {}

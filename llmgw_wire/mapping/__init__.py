@@ -17,6 +17,7 @@ there is no other description of the mapping to drift from.
 from llmgw_wire.mapping.table import (
     ENVELOPES,
     MODELS_WITH_MESSAGE,
+    NOT_CARRIED,
     PAIRS,
     PAIRS_WITH_MESSAGE,
     STATE_MODELS,
@@ -30,6 +31,7 @@ from llmgw_wire.mapping.table import (
 __all__ = [
     "ENVELOPES",
     "MODELS_WITH_MESSAGE",
+    "NOT_CARRIED",
     "PAIRS",
     "PAIRS_WITH_MESSAGE",
     "STATES_BY_NUMBER",

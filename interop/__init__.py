@@ -1,1 +1,0 @@
-"""Checks against real non-Python peers, outside the default test run (`make interop-go`)."""
