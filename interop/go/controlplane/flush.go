@@ -16,7 +16,7 @@ import (
 // open after GracefulStop when its last call ended after the second GOAWAY,
 // waiting for the client to close it. Knowing which statuses are on the
 // wire lets the control plane close connections right behind them, losing
-// nothing, as a current grpc-go does after draining.
+// nothing.
 type trailerWatch struct {
 	mu       sync.Mutex
 	cond     *sync.Cond

@@ -130,7 +130,7 @@ func (c *controlPlane) stop(graceful bool) {
 			// connections; grpc-go 1.33 does not close a drained one itself
 			// when its last call ended after the second GOAWAY. Once every
 			// call has ended and its status is on the wire, close what the
-			// agents left open, as a current grpc-go does.
+			// agents left open: nothing is left to deliver on it.
 			for {
 				open, ended := c.calls()
 				if open == 0 {
