@@ -208,17 +208,22 @@ class JSONError(DecodeError):
 
 
 class StateFileError(JSONError):
-    """A shard's state file that cannot be loaded: not JSON, of an unknown format, or mistyped.
+    """A shard store's file that cannot be saved, loaded or deleted, or its directory.
+
+    Raised by `llmgw_wire.store.ShardStore` for every failure: a file that is
+    not JSON, of an unknown format, mistyped, too large or not a regular
+    file; a value the wire cannot carry; a full filesystem or another
+    `OSError`, whose reason it gives.
 
     Attributes:
-        file: the file, as it was given.
+        file: the file (or the store's directory).
         reason: what was wrong.
         path: where inside the document, when known.
     """
 
     def __init__(self, file: str, reason: str, path: tuple[str | int, ...] = ()) -> None:
         self.file = file
-        self.message_type = "ShardState"
+        self.message_type = "SavedShard"
         self.reason = reason
         self.path = path
         where = f" - at `{format_path(path)}`" if path else ""

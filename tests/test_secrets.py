@@ -26,8 +26,12 @@ from llmgw_wire import (
     DecodeError,
     EncodeError,
     JSONError,
+    SavedShard,
     ShardCommand,
     ShardSpec,
+    ShardStore,
+    State,
+    StateFileError,
     WireError,
     converter,
     decode,
@@ -225,6 +229,29 @@ def test_a_canary_key_reaches_no_surface(  # noqa: PLR0912 - one walk through ev
                 )
                 assert status == 0
                 assert str(key) in out  # deliberate
+
+    # The shard store: it keeps the key (the engine needs it), shows it nowhere.
+    with ShardStore(tmp_path / "shards") as store:
+        try:
+            path = store.save(SavedShard(spec, State.READY))
+        except StateFileError as error:
+            assert not valid
+            seen.error("store.save", error)
+        else:
+            assert valid
+            assert carries(path.read_bytes(), key)  # deliberate
+            seen.value("store.load", store.load(spec.shard_id))
+            seen.value("store.load_all", store.load_all())
+            document = json.loads(path.read_text())
+            for wrong in (7777123456789, ["sk-CANARY-json"], {"sk-CANARY-k": "v"}):
+                document["spec"]["api_key"] = wrong
+                path.write_text(json.dumps(document))
+                found = store.load_all()
+                assert found.shards == ()
+                (refused,) = found.errors
+                seen.value("store.load_all with a mistyped key", found)
+                seen.error("store.load_all error", refused)
+        seen.value("store", store)
 
     # Logs, last: everything above may have logged.
     for record in caplog.records:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
+import sys
 import types
 import typing
 from collections import Counter
@@ -520,7 +521,17 @@ def parse_json(data: str | bytes | bytearray, type_name: str) -> Any:
         reason = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
     except RecursionError:
         reason = "not JSON this reader accepts: nested too deeply"
+    except ValueError as exc:
+        # Python refuses to read an integer of more than 4300 digits
+        # (sys.get_int_max_str_digits()): a bare ValueError, not a JSONDecodeError.
+        reason = f"not JSON this reader accepts: {_int_limit(exc)}"
     raise JSONError(type_name, reason)
+
+
+def _int_limit(exc: ValueError) -> str:
+    if "integer string conversion" in str(exc):
+        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+    return "a value it cannot read"
 
 
 def from_json(data: str | bytes | bytearray, into: type[T]) -> T:
