@@ -110,3 +110,15 @@ matrix: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .venv-matrix .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
+
+## check: the quick loop while editing: ruff, mypy, the contracts, and the tests
+## that do not start processes or build anything (dev profile)
+check: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python -m pytest -q -x --deselect tests/test_docs.py \
+		--deselect tests/test_wheel.py --deselect tests/test_restart.py --deselect tests/test_demo.py
+
+.PHONY: check

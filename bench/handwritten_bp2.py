@@ -10,6 +10,7 @@ cost (issue 3: within 1.25x of it).
 from __future__ import annotations
 
 import datetime as dt
+from typing import TYPE_CHECKING
 
 from llmgw_wire import v1
 from llmgw_wire.domain import (
@@ -34,6 +35,9 @@ from llmgw_wire.domain import (
     State,
     Storage,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
 
 __all__ = [
     "command_from_wire",
@@ -87,15 +91,15 @@ def _bool(field: str, value: object) -> bool:
     return value
 
 
-def _strs(field: str, values: tuple[str, ...]) -> list[str]:
+def _strs(field: str, values: Sequence[str]) -> list[str]:
     return [_str(field, v) for v in values]
 
 
-def _int32s(field: str, values: tuple[int, ...]) -> list[int]:
+def _int32s(field: str, values: Sequence[int]) -> list[int]:
     return [_int32(field, v) for v in values]
 
 
-def _str_map(field: str, values: dict[str, str]) -> dict[str, str]:
+def _str_map(field: str, values: Mapping[str, str]) -> dict[str, str]:
     return {_str(field, k): _str(field, v) for k, v in values.items()}
 
 
@@ -273,15 +277,7 @@ def command_from_wire(m: v1.StartShard) -> ShardCommand:
         timeout = dt.timedelta(milliseconds=m.startup_timeout_ms)
     except OverflowError:
         raise ValueError("startup_timeout_ms does not fit a timedelta") from None
-    return ShardCommand(
-        replica_id=m.replica_id,
-        shard_id=m.shard_id,
-        spec=spec,
-        startup_timeout=timeout,
-        pool=m.pool,
-        fabric=m.fabric,
-        profile_fp=m.profile_fp,
-    )
+    return ShardCommand(spec=spec, startup_timeout=timeout)
 
 
 def report_from_wire(m: v1.ShardStatus) -> ShardReport:

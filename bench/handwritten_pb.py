@@ -229,7 +229,7 @@ def command_from_wire(m: Any) -> ShardCommand:
         timeout = dt.timedelta(milliseconds=m.startup_timeout_ms)
     except OverflowError:
         raise ValueError("startup_timeout_ms does not fit a timedelta") from None
-    return ShardCommand(replica_id, shard_id, spec, timeout, pool, fabric, profile_fp)
+    return ShardCommand(spec, timeout)
 
 
 def report_from_wire(m: Any) -> ShardReport:

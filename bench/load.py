@@ -55,9 +55,7 @@ def command_for(node: str) -> ShardCommand:
     """The sample command, for a shard id of the node's own."""
     command = sample_command()
     shard_id = f"{node}-new"
-    return attrs.evolve(
-        command, shard_id=shard_id, spec=attrs.evolve(command.spec, shard_id=shard_id)
-    )
+    return attrs.evolve(command, spec=attrs.evolve(command.spec, shard_id=shard_id))
 
 
 def registration_for(node: str) -> Registration:

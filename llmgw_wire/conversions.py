@@ -1,6 +1,6 @@
 """Named conversions: the Python twins of the reference's functions, and their inverses.
 
-Each is a thin, typed door onto the converter (`llmgw_wire.codec.converter`),
+Each is a thin, typed door onto the converter (`llmgw_wire.codec.cattrs_converter`),
 so they follow the mapping exactly and raise the library's errors.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from llmgw_wire.codec.converter import converter, structure_with_context
+from llmgw_wire.codec.cattrs_converter import converter, structure_with_context
 from llmgw_wire.domain import (
     AdoptedShard,
     FabricAttachment,

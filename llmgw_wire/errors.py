@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
+from collections.abc import Mapping
 
 __all__ = [
     "DecodeError",
@@ -131,7 +132,7 @@ _SCALARS = (type(None), bool, int, float, str, bytes, enum.Enum, dt.date, dt.tim
 def _python(value: object) -> str:
     if isinstance(value, _SCALARS):
         return _cut(repr(value))
-    if isinstance(value, (list, tuple, dict, set, frozenset, bytearray)):
+    if isinstance(value, (list, tuple, set, frozenset, bytearray, Mapping)):
         count = len(value)
         return f"a {type(value).__name__} of {count} item{'' if count == 1 else 's'}"
     return f"a {type(value).__name__}"

@@ -236,15 +236,7 @@ SPEC = ShardSpec(
     profile=PROFILE,
 )
 
-COMMAND = ShardCommand(
-    replica_id=SPEC.replica_id,
-    shard_id=SPEC.shard_id,
-    spec=SPEC,
-    startup_timeout=dt.timedelta(minutes=15),
-    pool=SPEC.pool,
-    fabric=SPEC.fabric,
-    profile_fp=SPEC.profile_fp,
-)
+COMMAND = ShardCommand(SPEC, startup_timeout=dt.timedelta(minutes=15))
 
 STOP = StopCommand(replica_id="qwen7b-r5", shard_id="qwen7b-r5-s1", grace=dt.timedelta(seconds=90))
 

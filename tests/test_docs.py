@@ -10,7 +10,6 @@ from __future__ import annotations
 import html
 import importlib
 import os
-import pkgutil
 import re
 import subprocess
 import sys
@@ -25,6 +24,8 @@ except ImportError:
     if sys.version_info >= (3, 11):
         raise  # the `docs` extra, which `dev` includes, is missing
     pytest.skip("the documentation tools need Python 3.11 or newer", allow_module_level=True)
+
+from test_public_api import PUBLIC_MODULES
 
 import llmgw_wire
 from llmgw_wire.mapping import PAIRS, pair_for
@@ -41,13 +42,8 @@ GENERATED = ("llmgw_wire.v1",)
 
 
 def public_modules() -> list[str]:
-    """Every module of the package whose dotted name has no `_`-prefixed part."""
-    names = ["llmgw_wire"]
-    for info in pkgutil.walk_packages(llmgw_wire.__path__, "llmgw_wire."):
-        parts = info.name.split(".")[1:]
-        if not any(part.startswith("_") for part in parts):
-            names.append(info.name)
-    return [n for n in names if not n.startswith(GENERATED)]
+    """The public modules, as `tests/test_public_api.py` lists them."""
+    return PUBLIC_MODULES
 
 
 def exported(module: str) -> list[str]:
@@ -193,7 +189,7 @@ def rendered_modules() -> set[str]:
 def test_every_public_module_has_an_api_page() -> None:
     rendered = rendered_modules()
     for module in public_modules():
-        if module in rendered or module == "llmgw_wire._cli":  # its API is the command line
+        if module in rendered:
             continue
         # A submodule is documented by its package when the package re-exports it all.
         package = module.rsplit(".", 1)[0]
@@ -237,4 +233,39 @@ def test_every_public_name_has_a_docstring(package: griffe.Module, module: str) 
 
 def test_every_public_module_says_what_it_exports() -> None:
     without = [m for m in public_modules() if not hasattr(importlib.import_module(m), "__all__")]
-    assert without == ["llmgw_wire._cli"]  # a command, not an API
+    assert without == []
+
+
+def test_every_example_type_checks_under_mypy_strict(tmp_path: Path) -> None:
+    """The examples are what services copy: they must pass `mypy --strict` as written.
+
+    A page's blocks build on each other, so each page is checked as one file.
+    """
+    pages = [p for p in [*PAGES, ROOT / "README.md"] if python_blocks(p)]
+    files = []
+    for page in pages:
+        name = re.sub(r"\W", "_", str(page.relative_to(ROOT)).removesuffix(".md"))
+        file = tmp_path / f"{name}.py"
+        # A session transcript (`>>>`) shows output; it is not a program.
+        blocks = [b for b in python_blocks(page) if not b.startswith(">>>")]
+        file.write_text("\n\n".join(blocks))
+        files.append(file)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-error-summary",
+            "--cache-dir",
+            str(tmp_path / ".mypy_cache"),
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            *map(str, files),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.stdout.replace(str(tmp_path) + "/", "") == ""

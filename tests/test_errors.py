@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import pickle
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -29,6 +29,9 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.testing.sample import sample_command, sample_node
+
+if TYPE_CHECKING:
+    from conftest import WireBackend
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -103,11 +106,6 @@ CASES = [
         "got datetime.timedelta(microseconds=1500) - at `$.startup_timeout`",
     ),
     (
-        attrs.evolve(sample_command(), pool="batch"),
-        "Expected `'chat' as at `$.spec.pool` (both are one wire field)`, "
-        "got 'batch' - at `$.pool`",
-    ),
-    (
         ShardCommand(spec=ShardSpec(threads=INT32_MAX + 1)),
         "Expected `int32`, got 2147483648 - at `$.spec.threads`",
     ),
@@ -125,14 +123,12 @@ CASES = [
 
 
 @pytest.mark.parametrize(("value", "message"), CASES)
-def test_encode_error_names_the_path_and_the_value(value: object, message: str) -> None:
+def test_encode_error_names_the_path_and_the_value(
+    backend: WireBackend, value: object, message: str
+) -> None:
     with pytest.raises(EncodeError) as excinfo:
-        encode(value)
+        backend.encode(value)
     assert str(excinfo.value) == message
-    # The typed wire API refuses the same values with the same error.
-    with pytest.raises(EncodeError) as again:
-        converter.unstructure(value)
-    assert str(again.value) == message
 
 
 def test_int_bounds_themselves_are_carried() -> None:
@@ -174,16 +170,14 @@ def test_decode_error_names_the_message_type() -> None:
     assert str(excinfo.value).startswith("Invalid `llmgw.v1.Register`: ")
 
 
-def test_a_duration_beyond_timedelta_is_a_decode_error() -> None:
+def test_a_duration_beyond_timedelta_is_a_decode_error(backend: WireBackend) -> None:
     raw = bytes(v1.StopShard(replica_id="r", grace_period_ms=INT64_MAX))
     with pytest.raises(DecodeError) as excinfo:
-        decode(raw, StopCommand)
+        backend.decode(raw, StopCommand)
     assert str(excinfo.value) == (
         "Invalid `llmgw.v1.StopShard`: 9223372036854775807 ms does not fit a timedelta"
         " - at `$.grace_period_ms`"
     )
-    with pytest.raises(DecodeError):
-        converter.structure(v1.StopShard.parse(raw), StopCommand)
 
 
 def test_structure_refuses_the_wrong_wire_class() -> None:

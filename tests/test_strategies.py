@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
@@ -30,6 +30,9 @@ from llmgw_wire import (
 from llmgw_wire.mapping.rules import INT_RANGES
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 DOMAIN_MODELS = [
     getattr(llmgw_wire.domain, name)
@@ -123,7 +126,7 @@ def test_gpu_options(data: st.DataObject) -> None:
     assert data.draw(lst.gpu_fabrics()).state
 
 
-def _check_layout(gpus: tuple[GPU, ...], max_gpus: int) -> None:
+def _check_layout(gpus: Sequence[GPU], max_gpus: int) -> None:
     """Cards indexed from 0; peers within the node, both ways; slices that name their card."""
     cards = sorted({gpu.index for gpu in gpus})
     assert cards == list(range(len(cards)))

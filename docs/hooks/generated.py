@@ -10,7 +10,9 @@ the generator NAME writes from the library:
 * `states`: the shard states on the wire and in the domain, from
   `state_from_wire` and `state_to_wire`;
 * `envelopes`: which member of which envelope carries which domain value,
-  from `llmgw_wire.stream`;
+  from `llmgw_wire.mapping.ENVELOPES`;
+* `compiled-source`: the functions the compiler writes for one pair, for
+  both backends (`llmgw_wire.mapping.compiler`);
 * `wire-messages`: every name of `llmgw_wire.v1`, with what it carries;
 * `laws`: the round-trip laws `llmgw-wire fuzz` checks, from
   `llmgw_wire.testing.laws.LAWS`;
@@ -31,23 +33,21 @@ import importlib
 import inspect
 import json
 import re
-import typing
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import betterproto2
 import griffe
 from google.protobuf import descriptor_pb2
 from mkdocs.exceptions import PluginError
 
 import llmgw_wire
-from llmgw_wire import stream, v1
+from llmgw_wire import v1
 from llmgw_wire._gen.message_pool import default_message_pool
 from llmgw_wire.conversions import state_from_wire, state_to_wire
 from llmgw_wire.domain import State
-from llmgw_wire.mapping import PAIRS, Pair, pair_for
+from llmgw_wire.mapping import ENVELOPES, PAIRS, Pair, pair_for
 from llmgw_wire.mapping.rules import (
     Constant,
     Embedded,
@@ -344,21 +344,29 @@ def envelopes() -> str:
         "| direction | envelope | member | no. | wire message | domain value |",
         "| --- | --- | --- | ---: | --- | --- |",
     ]
-    sides: list[tuple[str, Any, Callable[[Any], Any]]] = [
-        ("agent → control plane", stream.FromAgent, stream.agent_message),
-        ("control plane → agent", stream.FromControl, stream.control_message),
-    ]
-    for direction, union, wrap in sides:
-        for domain in typing.get_args(union):
-            envelope = wrap(domain())
-            member, _ = betterproto2.which_one_of(envelope, "msg")
-            name = _proto_names()[type(envelope)]
-            number, _comment = _fields(name)[member]
+    directions = ("agent → control plane", "control plane → agent")
+    for direction, envelope in zip(directions, ENVELOPES, strict=True):
+        for member, domain in envelope.members:
+            number, _comment = _fields(envelope.wire)[member]
             out.append(
-                f"| {direction} | `{name}` | `{member}` | {number} | "
+                f"| {direction} | `{envelope.wire}` | `{member}` | {number} | "
                 f"`{pair_for(domain).wire}` | {_mapping_link(domain)} |"
             )
     return "\n".join(out) + "\n"
+
+
+def compiled_source() -> str:
+    """The source the compiler writes for one pair (a GPU), for both backends."""
+    from llmgw_wire.codec.binary import compiled_upb
+    from llmgw_wire.codec.cattrs_converter import compiled_betterproto2
+    from llmgw_wire.domain import GPU
+
+    out = []
+    for name, compiled in (("upb", compiled_upb()), ("betterproto2", compiled_betterproto2())):
+        out.append(f'=== "{name}"\n\n    ```python\n')
+        out.extend(f"    {line}".rstrip() + "\n" for line in compiled.sources[GPU].splitlines())
+        out.append("    ```\n")
+    return "\n".join(out)
 
 
 # --- the wire layer and the API summary ---------------------------------------------------
@@ -562,6 +570,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "api-summary": api_summary,
     "benchmarks": benchmarks,
     "compat-rules": compat_rules,
+    "compiled-source": compiled_source,
     "envelopes": envelopes,
     "laws": laws,
     "mapping": mapping,

@@ -18,12 +18,17 @@ from llmgw_wire._version import __version__
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+__all__ = [
+    "COMMANDS",
+    "main",
+]
+
 # name -> (module, one line of help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("llmgw_wire._cli.demo", "run a control plane and an agent speaking the stream"),
     "inspect": ("llmgw_wire._cli.inspect", "show a binary wire message as its domain value"),
     "compat": ("llmgw_wire.compat", "check the schema for changes that break older or newer peers"),
-    "fuzz": ("llmgw_wire.testing.fuzz", "check every round-trip law with generated inputs, for CI"),
+    "fuzz": ("llmgw_wire._cli.fuzz", "check every round-trip law with generated inputs, for CI"),
 }
 
 

@@ -57,7 +57,7 @@ from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Sequence
     from multiprocessing.connection import Connection
     from multiprocessing.context import SpawnContext, SpawnProcess
 
@@ -182,7 +182,7 @@ def _key(api_key: str) -> str:
     return "api_key set (not shown)" if api_key else "no api_key"
 
 
-def _shards(shards: tuple[AdoptedShard, ...]) -> str:
+def _shards(shards: Sequence[AdoptedShard]) -> str:
     return ", ".join(f"{s.shard_id} ({s.state.value})" for s in shards) or "none"
 
 

@@ -26,6 +26,7 @@ import datetime as dt
 import enum
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -210,7 +211,7 @@ def _item(label: str, item: object, depth: int, lines: list[str], show_secrets: 
         lines.append(f"{indent}{label}: {'[]' if not item else f'[{len(item)}]'}")
         for index, element in enumerate(item):
             _item(f"[{index}]", element, depth + 1, lines, show_secrets)
-    elif isinstance(item, dict):
+    elif isinstance(item, Mapping):
         lines.append(f"{indent}{label}: {'{}' if not item else ''}".rstrip())
         for key, element in item.items():
             _item(json.dumps(key), element, depth + 1, lines, show_secrets)

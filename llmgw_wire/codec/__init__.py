@@ -2,7 +2,7 @@
 
 * `encode` and `decode` (`llmgw_wire.codec.binary`): domain values to bytes
   and back on Google's protobuf runtime (upb), strict and fast;
-* `converter` and `make_converter` (`llmgw_wire.codec.converter`): the cattrs
+* `converter` and `make_converter` (`llmgw_wire.codec.cattrs_converter`): the cattrs
   converter between the betterproto2 classes of `llmgw_wire.v1` and the
   domain models;
 * `to_json` and `from_json` (`llmgw_wire.codec.json`): the JSON codec;
@@ -14,7 +14,7 @@ what was wrong.
 """
 
 from llmgw_wire.codec.binary import decode, encode
-from llmgw_wire.codec.converter import converter, make_converter, wire_class
+from llmgw_wire.codec.cattrs_converter import converter, make_converter, wire_class
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 
 __all__ = [

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from google.protobuf.message import DecodeError as _PbDecodeError
 
 from llmgw_wire.codec import scan
-from llmgw_wire.codec.converter import betterproto2_classes, not_top_level
+from llmgw_wire.codec.cattrs_converter import betterproto2_classes, not_top_level
 from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
 from llmgw_wire.codec.limits import (
     COUNT_FIRST_ABOVE,

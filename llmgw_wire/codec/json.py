@@ -42,6 +42,7 @@ import sys
 import types
 import typing
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -57,7 +58,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter, configure_converter
 
-from llmgw_wire.domain import State
+from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.errors import EncodeError, JSONError, Redacted, shown
 from llmgw_wire.mapping import is_secret
 
@@ -187,6 +188,8 @@ def _array_item(annotation: object) -> Any:
         return args[0]
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
         return args[0]
+    if origin is Sequence and len(args) == 1:
+        return args[0]
     return None
 
 
@@ -259,7 +262,7 @@ def _find(
         ]
     elif isinstance(value, (list, tuple)):
         pairs = [(i, item, None) for i, item in enumerate(value)]
-    elif isinstance(value, dict):
+    elif isinstance(value, Mapping):
         pairs = [(key, item, None) for key, item in value.items()]
     else:
         return None
@@ -411,16 +414,20 @@ def make_json_converter(*, include_secrets: bool = False) -> JsonConverter:
         include_secrets: put secret attributes (`ShardSpec.api_key`) in what it
             unstructures; by default they are left out.
     """
-    # The same collection overrides as `cattrs.preconf.json.make_converter()`.
-    conv = _JSONConverter(unstruct_collection_overrides={AbstractSet: list, Counter: dict})
+    # The same collection overrides as `cattrs.preconf.json.make_converter()`,
+    # and the domain's immutable maps written as plain objects.
+    conv = _JSONConverter(
+        unstruct_collection_overrides={AbstractSet: list, Counter: dict, Mapping: dict}
+    )
     configure_converter(conv)
 
     conv.register_structure_hook(int, _int)
     conv.register_structure_hook(str, _str)
     conv.register_structure_hook(bool, _bool)
-    conv.register_structure_hook_func(lambda t: t == dict[str, str], _str_map)
+    conv.register_structure_hook_func(lambda t: t in (dict[str, str], Mapping[str, str]), _str_map)
     conv.register_structure_hook(dt.timedelta, _timedelta)
     conv.register_structure_hook(dt.datetime, _datetime)
+    conv.register_unstructure_hook(FrozenMap, dict)
     conv.register_unstructure_hook(dt.timedelta, _unstructure_timedelta)
     conv.register_unstructure_hook(dt.datetime, _unstructure_datetime)
     conv.register_structure_hook_factory(_is_enum, _enum_structure)

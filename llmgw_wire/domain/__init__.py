@@ -4,8 +4,10 @@ They are grouped like the reference's Go packages: `discovery` (what an agent
 finds on its host), `inventory` (the control plane's nodes), `reconciler`
 (adopted shards and commands), `engines` (shard specs and profiles),
 `supervisor` (shard states) and `stream` (what keeps the stream going).
+`FrozenMap` is the immutable mapping that holds their maps.
 """
 
+from llmgw_wire.domain._values import FrozenMap
 from llmgw_wire.domain.discovery import (
     GPU,
     IMEX,
@@ -31,6 +33,7 @@ __all__ = [
     "AdoptedShard",
     "Compute",
     "FabricAttachment",
+    "FrozenMap",
     "GPUFabric",
     "GPUHealth",
     "Heartbeat",

@@ -1,23 +1,69 @@
 """Field helpers shared by the domain models.
 
-Sequences are stored as tuples and maps as fresh dicts, so that a value never
-shares mutable state with what it was built from.
+Values are immutable all the way down, so that they can be shared, hashed
+and used as keys: sequences are stored as tuples and maps as `FrozenMap`s,
+each copied from whatever iterable or mapping they were built with. The
+annotations say `Sequence[...]` and `Mapping[...]`, so that `Node(gpus=[...])`
+type-checks; what is stored is always a tuple or a `FrozenMap`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import attrs
 
 from llmgw_wire.errors import shown
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
+__all__ = ["FrozenMap", "secret", "seq", "str_map"]
 
 
-def _str_map(values: Mapping[str, str]) -> dict[str, str]:
-    return dict(values)
+class FrozenMap(Mapping[str, str]):
+    """An immutable, hashable `str -> str` mapping; equal to a dict with the same items.
+
+    Its repr is the dict's, so that reprs of domain values read as they are written.
+    """
+
+    __slots__ = ("_hash", "_items")
+
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        self._items: dict[str, str] = dict(items)
+        self._hash: int | None = None
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._items
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, FrozenMap):
+            return self._items == other._items
+        if isinstance(other, Mapping):
+            return self._items == dict(other.items())
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._items.items()))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return repr(self._items)
+
+    def __reduce__(self) -> tuple[type[FrozenMap], tuple[dict[str, str]]]:
+        return (FrozenMap, (self._items,))
+
+
+def _frozen_map(values: Mapping[str, str]) -> FrozenMap:
+    return values if type(values) is FrozenMap else FrozenMap(values)
 
 
 def seq() -> Any:
@@ -25,9 +71,12 @@ def seq() -> Any:
     return attrs.field(factory=tuple, converter=tuple)
 
 
+_EMPTY = FrozenMap()
+
+
 def str_map() -> Any:
-    """A `dict[str, str]` attribute, empty by default, copied from the mapping given."""
-    return attrs.field(factory=dict, converter=_str_map)
+    """A `FrozenMap` attribute, empty by default, copied from the mapping given."""
+    return attrs.field(default=_EMPTY, converter=_frozen_map)
 
 
 def _redacted(value: object) -> str:

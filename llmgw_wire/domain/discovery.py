@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from attrs import field, frozen
 
 from llmgw_wire.domain._values import seq, str_map
@@ -27,7 +29,7 @@ class Host:
     os_version: str = ""
     os_codename: str = ""
     arch: str = ""
-    cpu_flags: tuple[str, ...] = seq()
+    cpu_flags: Sequence[str] = seq()
     nvidia_driver: str = ""
 
 
@@ -52,7 +54,7 @@ class GPUHealth:
 
     ecc_errors: int = 0
     temperature_c: int = 0
-    problems: tuple[str, ...] = seq()
+    problems: Sequence[str] = seq()
 
 
 @frozen
@@ -86,8 +88,8 @@ class GPU:
     driver_version: str = ""
     utilization_percent: int = 0
     cuda_version: str = ""
-    nvlink_peers: tuple[int, ...] = seq()
-    nic_paths: dict[str, str] = str_map()
+    nvlink_peers: Sequence[int] = seq()
+    nic_paths: Mapping[str, str] = str_map()
     fabric: GPUFabric | None = None
     health: GPUHealth = field(factory=GPUHealth)
     mig: MIGDevice | None = None
@@ -126,7 +128,7 @@ class Inventory:
 
     memory_total_mb: int = 0
     host: Host = field(factory=Host)
-    weights: tuple[LocalWeights, ...] = seq()
-    storage: tuple[Storage, ...] = seq()
-    gpus: tuple[GPU, ...] = seq()
+    weights: Sequence[LocalWeights] = seq()
+    storage: Sequence[Storage] = seq()
+    gpus: Sequence[GPU] = seq()
     imex: IMEX = field(factory=IMEX)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from attrs import field, frozen
 
 from llmgw_wire.domain._values import secret, seq, str_map
@@ -14,7 +16,7 @@ class Compute:
     """What a shard computes on: `offloaded` of `total` layers on `devices`."""
 
     backend: str = ""
-    devices: tuple[str, ...] = seq()
+    devices: Sequence[str] = seq()
     offloaded: int = 0
     total: int = 0
 
@@ -38,11 +40,11 @@ class Profile:
     pp: int = 0
     gpus_per_node: int = 0
     nodes: int = 0
-    args: tuple[str, ...] = seq()
-    env: dict[str, str] = str_map()
+    args: Sequence[str] = seq()
+    env: Mapping[str, str] = str_map()
     model_path: str = ""
     served_model_name: str = ""
-    adapters: tuple[Adapter, ...] = seq()
+    adapters: Sequence[Adapter] = seq()
     kv_events: bool = False
 
 
@@ -60,8 +62,8 @@ class ShardSpec:
     nnodes: int = 0
     leader_addr: str = ""
     leader_port: int = 0
-    gpu_indices: tuple[int, ...] = seq()
-    hcas: tuple[str, ...] = seq()
+    gpu_indices: Sequence[int] = seq()
+    hcas: Sequence[str] = seq()
     mgmt_interface: str = ""
     http_port: int = 0
     pool: str = ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 
 from attrs import field, frozen
 
@@ -26,7 +27,7 @@ class FabricAttachment:
     """A network fabric the node is attached to, through `hcas`, at `rate_gbps`."""
 
     fabric: str = ""
-    hcas: tuple[str, ...] = seq()
+    hcas: Sequence[str] = seq()
     rate_gbps: int = 0
 
 
@@ -37,20 +38,20 @@ class Node:
     id: str = ""
     hostname: str = ""
     mgmt_addr: str = ""
-    labels: dict[str, str] = str_map()
+    labels: Mapping[str, str] = str_map()
     state: NodeState = NodeState.READY
     agent_version: str = ""
-    features: tuple[str, ...] = seq()
-    engine_versions: dict[str, str] = str_map()
+    features: Sequence[str] = seq()
+    engine_versions: Mapping[str, str] = str_map()
     engines_probed: bool = False
     memory_total_mb: int = 0
     cpu_count: int = 0
     host: Host = field(factory=Host)
-    weights: tuple[LocalWeights, ...] = seq()
-    storage: tuple[Storage, ...] = seq()
-    gpus: tuple[GPU, ...] = seq()
+    weights: Sequence[LocalWeights] = seq()
+    storage: Sequence[Storage] = seq()
+    gpus: Sequence[GPU] = seq()
     imex: IMEX = field(factory=IMEX)
-    fabrics: tuple[FabricAttachment, ...] = seq()
+    fabrics: Sequence[FabricAttachment] = seq()
 
 
 @frozen
@@ -58,4 +59,4 @@ class Registration:
     """A whole registration: the node and the shards its agent already runs."""
 
     node: Node = field(factory=Node)
-    shards: tuple[AdoptedShard, ...] = seq()
+    shards: Sequence[AdoptedShard] = seq()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 from attrs import field, frozen
 
@@ -25,8 +26,8 @@ class AdoptedShard:
     replica_id: str = ""
     shard_id: str = ""
     rank: int = 0
-    gpu_indices: tuple[int, ...] = seq()
-    hcas: tuple[str, ...] = seq()
+    gpu_indices: Sequence[int] = seq()
+    hcas: Sequence[str] = seq()
     http_port: int = 0
     state: State = State.PENDING
     model: str = ""
@@ -40,20 +41,40 @@ class AdoptedShard:
 
 @frozen
 class ShardCommand:
-    """The control plane's decision to start one shard.
+    """The control plane's decision to start one shard: its spec, and how long it may take.
 
-    On the wire the command's `replica_id`, `shard_id`, `pool`, `fabric` and
-    `profile_fp` are the ones sent; the spec's copies of them are not.
+    The ids, pool, fabric and profile fingerprint the wire carries beside the
+    spec are the spec's own: they are read from it, never stated twice.
     `startup_timeout` travels as whole milliseconds.
     """
 
-    replica_id: str = ""
-    shard_id: str = ""
     spec: ShardSpec = field(factory=ShardSpec)
     startup_timeout: dt.timedelta = dt.timedelta(0)
-    pool: str = ""
-    fabric: str = ""
-    profile_fp: str = ""
+
+    @property
+    def replica_id(self) -> str:
+        """The spec's replica id."""
+        return self.spec.replica_id
+
+    @property
+    def shard_id(self) -> str:
+        """The spec's shard id."""
+        return self.spec.shard_id
+
+    @property
+    def pool(self) -> str:
+        """The spec's pool."""
+        return self.spec.pool
+
+    @property
+    def fabric(self) -> str:
+        """The spec's fabric."""
+        return self.spec.fabric
+
+    @property
+    def profile_fp(self) -> str:
+        """The spec's profile fingerprint."""
+        return self.spec.profile_fp
 
 
 @frozen

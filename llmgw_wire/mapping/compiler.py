@@ -36,6 +36,18 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
 
+__all__ = [
+    "Backend",
+    "Betterproto2",
+    "Compiled",
+    "StructureGen",
+    "UnstructureGen",
+    "Upb",
+    "compile_backend",
+    "source_file_name",
+]
+
+
 class Backend:
     """The idioms of one wire backend's message classes."""
 

@@ -28,6 +28,39 @@ from llmgw_wire.errors import DecodeError, EncodeError
 if TYPE_CHECKING:
     from llmgw_wire.mapping.compiler import StructureGen, UnstructureGen
 
+__all__ = [
+    "EPOCH",
+    "INT_RANGES",
+    "Constant",
+    "Embedded",
+    "EpochMillis",
+    "FromContext",
+    "Invalid",
+    "LeaderEndpoint",
+    "Message",
+    "Messages",
+    "Millis",
+    "NotCarried",
+    "Path",
+    "Repeated",
+    "Rule",
+    "Scalar",
+    "StateEnum",
+    "StrMap",
+    "Walk",
+    "attr_for_wire",
+    "check_source",
+    "epoch_millis",
+    "expected",
+    "from_epoch_millis",
+    "from_millis",
+    "leader_addr",
+    "millis",
+    "scalar_ok",
+    "utf8_ok",
+    "wire_kind",
+]
+
 Path = tuple[str | int, ...]
 
 INT_RANGES: dict[str, tuple[int, int]] = {

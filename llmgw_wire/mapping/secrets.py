@@ -18,6 +18,7 @@ This is the one place that says so; every surface asks it:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -101,7 +102,7 @@ def _redacting_repr(model: type, names: frozenset[str]) -> Callable[[Any], str]:
         parts = []
         for field in fields:
             value = getattr(self, field.name)
-            empty = isinstance(value, (str, bytes, tuple, dict)) and not value
+            empty = isinstance(value, (str, bytes, tuple, Mapping)) and not value
             hidden = field.name in names and not empty
             if hidden:
                 text = shown(value, secret=True)

@@ -314,13 +314,8 @@ PAIRS: tuple[Pair, ...] = (
         NotCarried("compute", "StartShard"),
     )),
     Pair(ShardCommand, "llmgw.v1.StartShard", (
-        _string("replica_id"),
-        _string("shard_id"),
         Embedded("spec", "", ShardSpec),
         Millis("startup_timeout", "startup_timeout_ms"),
-        _string("pool"),
-        _string("fabric"),
-        _string("profile_fp"),
     )),
     Pair(StopCommand, "llmgw.v1.StopShard", (
         _string("replica_id"),

@@ -209,12 +209,4 @@ def sample_command() -> ShardCommand:
             kv_events=True,
         ),
     )
-    return ShardCommand(
-        replica_id=spec.replica_id,
-        shard_id=spec.shard_id,
-        spec=spec,
-        startup_timeout=dt.timedelta(minutes=10),
-        pool=spec.pool,
-        fabric=spec.fabric,
-        profile_fp=spec.profile_fp,
-    )
+    return ShardCommand(spec, startup_timeout=dt.timedelta(minutes=10))

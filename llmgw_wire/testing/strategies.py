@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -69,8 +70,8 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
-from llmgw_wire.mapping import STATE_NUMBERS
-from llmgw_wire.mapping.rules import EPOCH, INT_RANGES
+from llmgw_wire.mapping import STATE_NUMBERS, pair_for
+from llmgw_wire.mapping.rules import EPOCH, INT_RANGES, EpochMillis, Millis, Repeated, Rule, Scalar
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -259,14 +260,37 @@ def _optional(flag: bool | None, strategy: SearchStrategy[T]) -> SearchStrategy[
 
 
 def _build(cls: type[T], **overrides: SearchStrategy[Any]) -> SearchStrategy[T]:
-    """`cls` with every attribute drawn: from `overrides`, else by its type."""
+    """`cls` with every attribute drawn: from `overrides`, else by its mapping rule or type.
+
+    The mapping's rule says what the wire carries (an int64's range, whole
+    milliseconds), so a new field is drawn in its real range without a
+    change here.
+    """
+    try:
+        rules = {rule.attr: rule for rule in pair_for(cls).rules}
+    except KeyError:  # a model with no pair of its own, such as Inventory
+        rules = {}
     fields = {}
     for field in attrs.fields(attrs.resolve_types(cls)):  # type: ignore[type-var,arg-type]
         if field.name in overrides:
             fields[field.name] = overrides[field.name]
         else:
-            fields[field.name] = _by_annotation(field.type)
+            by_rule = _by_rule(rules.get(field.name))
+            fields[field.name] = by_rule if by_rule is not None else _by_annotation(field.type)
     return st.builds(cls, **fields)
+
+
+def _by_rule(rule: Rule | None) -> SearchStrategy[Any] | None:
+    """What the wire can carry for an attribute of `rule`, where the type alone does not say."""
+    if isinstance(rule, Scalar) and rule.kind in INT_RANGES:
+        return int64s() if rule.kind == "int64" else int32s()
+    if isinstance(rule, Repeated) and rule.kind in INT_RANGES:
+        return _small_list(int64s() if rule.kind == "int64" else int32s(), 8)
+    if isinstance(rule, Millis):
+        return _millis_deltas()
+    if isinstance(rule, EpochMillis):
+        return _epoch_datetimes()
+    return None
 
 
 def _by_annotation(annotation: object) -> SearchStrategy[Any]:
@@ -279,9 +303,9 @@ def _annotation_strategies() -> dict[object, SearchStrategy[Any]]:
         str: texts(),
         int: int32s(),
         bool: st.booleans(),
-        tuple[str, ...]: _small_list(texts()),
-        tuple[int, ...]: _small_list(int32s(), 8),
-        dict[str, str]: _str_maps(),
+        Sequence[str]: _small_list(texts()),
+        Sequence[int]: _small_list(int32s(), 8),
+        Mapping[str, str]: _str_maps(),
     }
 
 
@@ -398,7 +422,7 @@ def local_weights() -> SearchStrategy[LocalWeights]:
         def test_weights_cross_the_wire(weights):
             assert decode(encode(weights), LocalWeights) == weights
     """
-    return _build(LocalWeights, size_bytes=int64s())
+    return _build(LocalWeights)
 
 
 @_cached
@@ -413,7 +437,7 @@ def storages() -> SearchStrategy[Storage]:
         def test_storage_crosses_the_wire(storage):
             assert decode(encode(storage), Storage) == storage
     """
-    return _build(Storage, free_bytes=int64s(), total_bytes=int64s())
+    return _build(Storage)
 
 
 @_cached
@@ -501,7 +525,6 @@ def nodes(
     return _build(
         Node,
         state=st.just(NodeState.READY),
-        memory_total_mb=int64s(),
         host=hosts(),
         weights=_small_list(local_weights(), 3),
         storage=_small_list(storages(), 3),
@@ -705,15 +728,7 @@ def shard_specs(*, compute: bool | None = None) -> SearchStrategy[ShardSpec]:
 @st.composite
 def _commands(draw: st.DrawFn) -> ShardCommand:
     spec = draw(shard_specs(compute=False))
-    return ShardCommand(
-        replica_id=spec.replica_id,
-        shard_id=spec.shard_id,
-        spec=spec,
-        startup_timeout=draw(_millis_deltas()),
-        pool=spec.pool,
-        fabric=spec.fabric,
-        profile_fp=spec.profile_fp,
-    )
+    return ShardCommand(spec, startup_timeout=draw(_millis_deltas()))
 
 
 @_cached
@@ -744,7 +759,7 @@ def stop_commands() -> SearchStrategy[StopCommand]:
         def test_stop_commands_cross_the_wire(command):
             assert decode(encode(command), StopCommand) == command
     """
-    return _build(StopCommand, grace=_millis_deltas())
+    return _build(StopCommand)
 
 
 @_cached
@@ -774,7 +789,7 @@ def heartbeats() -> SearchStrategy[Heartbeat]:
         def test_heartbeats_are_in_utc(heartbeat):
             assert heartbeat.sent_at.utcoffset() == dt.timedelta(0)
     """
-    return _build(Heartbeat, sent_at=_epoch_datetimes())
+    return _build(Heartbeat)
 
 
 @_cached

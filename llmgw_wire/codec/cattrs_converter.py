@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "betterproto2_classes",
+    "compiled_betterproto2",
     "converter",
     "make_converter",
     "not_top_level",
@@ -46,7 +47,8 @@ def betterproto2_classes() -> dict[str, type]:
 
 
 @cache
-def _compiled_betterproto2() -> Compiled:
+def compiled_betterproto2() -> Compiled:
+    """The mapping compiled for betterproto2, once per process."""
     from llmgw_wire.v1 import ShardStatusState
 
     states = {state: ShardStatusState(n) for state, n in STATE_NUMBERS.items()}
@@ -87,7 +89,7 @@ def _guard_structure(fn: Callable[..., T], domain: type) -> Callable[[Any, Any],
 @cache
 def _hooks() -> tuple[dict[type, Callable[..., Any]], dict[type, Callable[[Any], Any]]]:
     """The guarded structure and unstructure hooks of every pair, made once per process."""
-    compiled = _compiled_betterproto2()
+    compiled = compiled_betterproto2()
     models = MODELS_WITH_MESSAGE
     structure = {m: _guard_structure(compiled.structure[m], m) for m in models}
     unstructure = {m: _guard_unstructure(compiled.unstructure[m], m) for m in models}
