@@ -8,6 +8,7 @@ command line's output and the log records.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -20,7 +21,9 @@ import traceback
 from pathlib import Path
 
 import attrs
+import grpclib.client
 import pytest
+from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
 from llmgw_wire import (
     DecodeError,
@@ -48,9 +51,9 @@ from llmgw_wire.domain import __all__ as domain_names
 from llmgw_wire.errors import Redacted, shown
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE, PAIRS, SECRET_ATTRIBUTES, SECRET_FIELDS
 from llmgw_wire.mapping.secrets import marked_secret, secret_attributes
-from llmgw_wire.stream import control_message
+from llmgw_wire.stream import ControlPlane, ControlSession, connect, control_message, start_server
 from llmgw_wire.stream.grpclib_codec import WireCodec
-from llmgw_wire.testing.sample import sample_command
+from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1.redaction import descriptor_set, secret_fields
 
 pytestmark = pytest.mark.timeout(120)
@@ -390,7 +393,7 @@ from llmgw_wire import ShardCommand, ShardSpec, EncodeError, encode, decode, to_
 from llmgw_wire._cli import main
 from llmgw_wire.domain import Profile
 from llmgw_wire.mapping import SECRET_ATTRIBUTES, SECRET_FIELDS
-from llmgw_wire.testing.sample import sample_command
+from llmgw_wire.testing.sample import sample_command, sample_registration
 
 out = {"fields": sorted(SECRET_FIELDS),
        "attributes": sorted(f"{m.__name__}.{a}" for m, a in SECRET_ATTRIBUTES)}
@@ -488,3 +491,63 @@ def test_a_field_marked_debug_redact_in_a_schema_is_secret_everywhere(tmp_path: 
     ]
     assert out["carried"]
     assert out["leaks"] == []
+
+
+# --- the stream: a send that fails on the key, in the logs and the status ---------
+
+
+class _Failing(ControlPlane):
+    """Sends a command whose key the wire cannot carry, and lets the error out."""
+
+    def __init__(self, key: object) -> None:
+        self.key = key
+
+    async def handle(self, session: ControlSession) -> None:
+        await session.recv(timeout=10)
+        await session.send(command_with(self.key))
+
+
+@pytest.mark.parametrize("kind", ["bytes", "lone surrogate", "int"])
+def test_a_send_that_fails_on_the_key_logs_no_key_and_ends_with_no_key(
+    kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # What the issue found: grpclib's "Application error" traceback wrote the
+    # key into the control plane's log when session.send refused it.
+    caplog.set_level(logging.DEBUG)
+    seen = Seen()
+    ended: list[object] = []
+
+    async def main() -> None:
+        server, port = await start_server(_Failing(CANARIES[kind]))
+        try:
+            async with (
+                grpclib.client.Channel("127.0.0.1", port, codec=WireCodec()) as channel,
+                connect(channel) as session,
+            ):
+                await session.send(sample_registration())
+                # The stream ends, one way or another: whatever the agent sees of it is searched.
+                ended.append(await session.recv(timeout=10))
+        except (GRPCError, StreamTerminatedError, ProtocolError) as error:
+            ended.append(error)
+        finally:
+            server.close()
+            await asyncio.wait_for(server.wait_closed(), 10)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    for error in ended:
+        seen.text("the agent's error", f"{error!r} {error}")
+        seen.text(
+            "its status", repr(getattr(error, "message", "")) + repr(getattr(error, "details", ""))
+        )
+    assert any("EncodeError" in (r.exc_text or "") or r.exc_info for r in caplog.records), [
+        r.getMessage() for r in caplog.records
+    ]
+    for record in caplog.records:
+        seen.text(f"log {record.name}", record.getMessage())
+        if record.exc_info and record.exc_info[1] is not None:
+            seen.text(
+                f"log {record.name} traceback",
+                "".join(traceback.format_exception(record.exc_info[1])),
+            )
+    seen.text("caplog", caplog.text)
+    assert seen.leaks() == []
