@@ -1,7 +1,8 @@
 """Processes that use one shard store at once: `python store_roles.py ROLE ARGS...`.
 
-writer DIR                 saves a small and a large state of one shard in
-                           turn until killed (prints "ready" first)
+writer DIR [slow]          saves a small and a large state of one shard in
+                           turn until killed (prints "ready" first); with
+                           `slow`, as on a disk whose fsync takes 5 ms
 concurrent DIR INDEX N     saves N values of a shared shard and of its own,
                            then prints what it saved last, as JSON
 opener DIR SECONDS         opens the store (which cleans leftovers) and loads
@@ -11,9 +12,10 @@ opener DIR SECONDS         opens the store (which cleans leftovers) and loads
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -51,7 +53,18 @@ def concurrent_value(index: int, n: int, shard_id: str = SHARED.shard_id) -> Sav
     return SavedShard(spec, wire.State.READY)
 
 
-def writer(directory: str) -> None:
+def writer(directory: str, disk: str = "fast") -> None:
+    if disk == "slow":
+        # A slow disk (a loaded one, or network storage): the time between the
+        # temporary file's creation and its rename grows, and with it the
+        # chance that a kill lands inside a save.
+        fsync = os.fsync
+
+        def slow_fsync(fd: Any) -> None:
+            time.sleep(0.005)
+            fsync(fd)
+
+        os.fsync = slow_fsync
     store = ShardStore(directory)
     store.save(WRITER_STATES[0])
     print("ready", flush=True)

@@ -652,14 +652,15 @@ def test_state_file_errors_say_where_and_pickle(store: ShardStore) -> None:
 KILLS = 40
 
 
+@pytest.mark.parametrize("disk", ["fast", "slow"])
 def test_a_writer_killed_at_random_points_leaves_the_old_or_the_new_never_a_torn_file(
-    directory: Path,
+    directory: Path, disk: str
 ) -> None:
     rng = random.Random(20261201)
     leftovers_seen = 0
     for _ in range(KILLS):
         writer = subprocess.Popen(
-            [sys.executable, str(ROLES), "writer", str(directory)],
+            [sys.executable, str(ROLES), "writer", str(directory), disk],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -682,7 +683,7 @@ def test_a_writer_killed_at_random_points_leaves_the_old_or_the_new_never_a_torn
             assert sorted(store.removed) == leftovers
             assert store.load(WRITER_STATES[0].spec.shard_id) in WRITER_STATES
         assert os.listdir(directory) == [file_name(WRITER_STATES[0].spec.shard_id)]
-    print(f"kills: {KILLS}, temporary files left by a kill and removed at open: {leftovers_seen}")
+    print(f"{disk} disk: {KILLS} kills, {leftovers_seen} temporary files left and removed at open")
 
 
 WRITERS = 4
