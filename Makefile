@@ -29,7 +29,7 @@ demo: $(RUNTIME)
 
 ## test: lint, the generated code's freshness, and the whole test suite (ci profile)
 test: lint gen-check compat
-	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest
+	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -n auto --durations=15
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
@@ -53,9 +53,10 @@ gen: $(STAMP)
 gen-check: $(STAMP)
 	$(BIN)/python scripts/gen.py --check
 
-## compat: fail when proto/ breaks peers that run the last released schema
+## compat: fail when proto/ breaks peers that run the last released schema, or
+## has a field that no pair of the mapping carries; list what changed in the mapping
 compat: $(STAMP)
-	$(BIN)/llmgw-wire compat
+	$(BIN)/llmgw-wire compat --mapping
 
 ## baseline: freeze proto/ as the shipped baseline of a released schema, e.g.
 ## `make baseline VERSION=1.1.0`; a frozen baseline is never rebuilt
@@ -65,8 +66,39 @@ baseline: $(STAMP)
 	@test ! -e $(BASELINE) || { echo "$(BASELINE) exists; baselines are frozen once released"; exit 1; }
 	cd proto && $(CURDIR)/$(BIN)/python -m grpc_tools.protoc -I. --include_imports --include_source_info \
 		--descriptor_set_out=$(CURDIR)/$(BASELINE) $$(find . -name '*.proto' | cut -c3- | LC_ALL=C sort)
+	$(BIN)/python -c 'import sys; from llmgw_wire._cli.compat_mapping import freeze_mapping; freeze_mapping(sys.argv[1])' \
+		$(BASELINE:.binpb=.mapping.json)
 
 .PHONY: compat baseline
+
+## interop-buf: the schema checker against the real buf CLI (pinned, installed
+## from npm into .tools/) on every case of tests/compat/buf_cases.py; fails on
+## any disagreement that llmgw_wire/compat/deviations.json does not list.
+## Needs npm (installed with apt-get when missing); `make test` does not.
+BUF_VERSION := 1.75.0
+TOOLS := .tools
+BUF := $(TOOLS)/node_modules/.bin/buf
+BUF_STAMP := $(TOOLS)/.buf-$(BUF_VERSION)-stamp
+
+$(BUF_STAMP):
+	@command -v npm >/dev/null 2>&1 || { \
+		echo "npm is missing: installing nodejs and npm with apt-get"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q nodejs npm; }
+	mkdir -p $(TOOLS)
+	npm install --prefix $(TOOLS) --no-audit --no-fund --save-exact --loglevel=error \
+		@bufbuild/buf@$(BUF_VERSION)
+	$(BUF) --version | grep -qx '$(BUF_VERSION)'
+	touch $(BUF_STAMP)
+
+interop-buf: $(STAMP) $(BUF_STAMP)
+	LLMGW_BUF=$(CURDIR)/$(BUF) $(BIN)/python -m pytest -q -p no:cacheprovider tests/compat/test_compat_buf.py
+
+## interop: every check against real non-Python tools (CONTRIBUTING.md);
+## the grpc-go peers' target joins it when it lands
+interop: interop-buf
+
+.PHONY: interop-buf interop
 
 ## fixtures: regenerate the wire fixtures of HEAD (tests/fixtures/HEAD) from the
 ## current code, then review `git diff tests/fixtures`; released ones never change
@@ -75,7 +107,8 @@ fixtures: $(STAMP)
 
 .PHONY: fixtures
 
-## bench: the codec against betterproto2 and hand-written mappings, and the
+## bench: the codec against betterproto2 and hand-written mappings, the
+## schema checker against buf (when `make interop-buf` has installed it), and the
 ## registration storm; `make bench BENCH_ARGS="--json bench.json"` also writes JSON
 bench: $(STAMP)
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -37,6 +37,7 @@ from google.protobuf.internal import api_implementation
 from grpclib.encoding.proto import ProtoCodec
 
 from bench import handwritten_bp2, handwritten_pb, samples
+from bench.compat import compat_bench
 from bench.harness import Contender, Group, Timing, run
 from bench.storm import TUNED_THRESHOLDS, StormResult, fleet, storm
 from llmgw_wire import converter, decode, encode, v1
@@ -413,6 +414,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-ms", type=float, default=1.0, help="length of one batch")
     parser.add_argument("--storm", type=int, default=10_000, help="registrations in the storm")
     parser.add_argument("--storm-runs", type=int, default=3, help="timed storms (median kept)")
+    parser.add_argument(
+        "--compat-runs", type=int, default=11, help="runs of the schema checker and of buf"
+    )
     parser.add_argument("--cpu", type=int, help="pin the run to this core (default: no pinning)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
@@ -421,6 +425,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.repetitions, args.batch_ms, args.storm, args.storm_runs = 3, 0.2, 200, 1
+        args.compat_runs = 1
     return args
 
 
@@ -440,6 +445,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes.update(stream_sizes)
     timings = run(groups, args.repetitions, round(args.batch_ms * 1e6))
     storm_result = storm(fleet(args.storm), runs=args.storm_runs)
+    compat_result = compat_bench(args.compat_runs)
     medians = {(t.group.message, t.group.operation, t.contender.name): t.median for t in timings}
     results = targets(medians, storm_result)
 
@@ -484,6 +490,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{storm_result.maxrss_delta_bytes / 2**20:.1f} MiB"
     )
     print()
+    for line in compat_result.lines():
+        print(line)
+    print()
     print("Targets")
     for target in results:
         print(target.line())
@@ -517,6 +526,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for t in timings
             ],
             "storm": storm_result.as_dict(),
+            "compat": compat_result.as_dict(),
             "targets": [
                 {
                     "name": t.name,

@@ -50,7 +50,14 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    for heading in ("Register (", "StartShard (", "ShardStatus (", "Storm: ", "Targets"):
+    for heading in (
+        "Register (",
+        "StartShard (",
+        "ShardStatus (",
+        "Storm: ",
+        "Schema checker against buf: ",
+        "Targets",
+    ):
         assert heading in run.stdout
 
     report = json.loads(out.read_text())
@@ -68,6 +75,8 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
         assert len(result["samples_ns"]) == report["settings"]["repetitions"]
     assert report["storm"]["registrations"] == 200
     assert report["storm"]["gc_on"]["wall_s"] > 0
+    for tools in report["compat"]["median_s"].values():
+        assert tools["llmgw-wire compat"] > 0
     assert 3000 < report["sizes"]["Register"] < 4000
     assert len(report["targets"]) == 13
     assert all(isinstance(target["met"], bool) for target in report["targets"])

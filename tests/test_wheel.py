@@ -44,6 +44,8 @@ def test_the_wheel_carries_the_package_and_nothing_else(dist: Path) -> None:
         "llmgw_wire/_gen/message_pool.py",
         "llmgw_wire/_gen/llmgw_v1.binpb",
         "llmgw_wire/schemas/llmgw_v1-1.0.0.binpb",
+        "llmgw_wire/schemas/llmgw_v1-1.0.0.mapping.json",
+        "llmgw_wire/compat/deviations.json",
         "llmgw_wire/testing/sample.py",
     ):
         assert needed in names

@@ -20,6 +20,8 @@ the generator NAME writes from the library:
   `make bench` wrote into `docs/reference/benchmarks.json`;
 * `compat-rules`: the rules of the schema checker and their categories, from
   `llmgw_wire.compat.RULES`;
+* `compat-deviations`: the checker's deliberate deviations from buf, from
+  `llmgw_wire.compat.deviations()` (the data file `deviations.json`);
 * `api-summary`: every name `llmgw_wire` exports, with its summary and a link
   to its entry in the API reference.
 
@@ -480,6 +482,18 @@ def compat_rules() -> str:
     return "\n".join(out) + "\n"
 
 
+def compat_deviations() -> str:
+    """The schema checker's deliberate deviations from buf, one row each, with the reason."""
+    from llmgw_wire import compat
+
+    out = ["| id | corpus case | rule, where | | why |", "| --- | --- | --- | --- | --- |"]
+    for d in compat.deviations():
+        where = f"`{d.rule}` at {d.path}:{d.line} ({', '.join(d.categories)})"
+        kind = "the checker only" if d.kind == "extra" else "buf only"
+        out.append(f"| `{d.id}` | {_cell(d.case)} | {where} | {kind} | {_cell(d.reason)} |")
+    return "\n".join(out) + "\n"
+
+
 def laws() -> str:
     """The laws of the mapping, with the domain models each holds for."""
     from llmgw_wire.testing.laws import LAWS
@@ -569,6 +583,7 @@ def benchmarks() -> str:
 GENERATORS: dict[str, Callable[[], str]] = {
     "api-summary": api_summary,
     "benchmarks": benchmarks,
+    "compat-deviations": compat_deviations,
     "compat-rules": compat_rules,
     "compiled-source": compiled_source,
     "envelopes": envelopes,

@@ -27,7 +27,10 @@ __all__ = [
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("llmgw_wire._cli.demo", "run a control plane and an agent speaking the stream"),
     "inspect": ("llmgw_wire._cli.inspect", "show a binary wire message as its domain value"),
-    "compat": ("llmgw_wire.compat", "check the schema for changes that break older or newer peers"),
+    "compat": (
+        "llmgw_wire._cli.compat",
+        "check the schema for changes that break older or newer peers",
+    ),
     "fuzz": ("llmgw_wire._cli.fuzz", "check every round-trip law with generated inputs, for CI"),
 }
 

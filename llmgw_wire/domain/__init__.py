@@ -3,7 +3,7 @@
 They are grouped like the reference's Go packages: `discovery` (what an agent
 finds on its host), `inventory` (the control plane's nodes), `reconciler`
 (adopted shards and commands), `engines` (shard specs and profiles),
-`supervisor` (shard states) and `stream` (what keeps the stream going).
+`supervisor` (shard states) and `keepalive` (what keeps the stream going).
 `FrozenMap` is the immutable mapping that holds their maps.
 """
 
@@ -21,8 +21,8 @@ from llmgw_wire.domain.discovery import (
 )
 from llmgw_wire.domain.engines import Adapter, Compute, Profile, ShardSpec
 from llmgw_wire.domain.inventory import FabricAttachment, Node, NodeState, Registration
+from llmgw_wire.domain.keepalive import Ack, Heartbeat
 from llmgw_wire.domain.reconciler import AdoptedShard, ShardCommand, StopCommand
-from llmgw_wire.domain.stream import Ack, Heartbeat
 from llmgw_wire.domain.supervisor import ShardReport, State
 
 __all__ = [

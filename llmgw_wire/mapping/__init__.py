@@ -20,6 +20,7 @@ from llmgw_wire.mapping.secrets import SECRET_ATTRIBUTES, SECRET_FIELDS, is_secr
 from llmgw_wire.mapping.table import (
     ENVELOPES,
     MODELS_WITH_MESSAGE,
+    NOT_CARRIED,
     PAIRS,
     PAIRS_WITH_MESSAGE,
     STATE_MODELS,
@@ -33,6 +34,7 @@ from llmgw_wire.mapping.table import (
 __all__ = [
     "ENVELOPES",
     "MODELS_WITH_MESSAGE",
+    "NOT_CARRIED",
     "PAIRS",
     "PAIRS_WITH_MESSAGE",
     "SECRET_ATTRIBUTES",

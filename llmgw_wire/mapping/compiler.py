@@ -23,7 +23,9 @@ fit its field.
 from __future__ import annotations
 
 import contextlib
+import enum
 import linecache
+import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -280,10 +282,30 @@ class _Namespace:
     def const(self, value: object) -> str:
         key = id(value)
         if key not in self._consts:
-            name = f"_c{len(self._consts)}"
+            name = self._unused(_const_name(value))
             self.globals[name] = value
             self._consts[key] = name
         return self._consts[key]
+
+    def _unused(self, name: str) -> str:
+        if name not in self.globals:
+            return name
+        n = 2
+        while f"{name}_{n}" in self.globals:
+            n += 1
+        return f"{name}_{n}"
+
+
+def _const_name(value: object) -> str:
+    """A name that says what a constant of the generated code is: `_GPU`, `_wire_GPU`, ..."""
+    if isinstance(value, type):
+        prefix = "_" if attrs.has(value) else "_wire_"
+        return prefix + value.__name__
+    if isinstance(value, enum.Enum):
+        return f"_{type(value).__name__}_{value.name}"
+    if value in ("", 0, False, ()) and type(value) in (str, int, bool, tuple):
+        return f"_zero_{type(value).__name__}"
+    return f"_{type(value).__name__}_value"
 
 
 def _positional(domain: type, attributes: list[str]) -> bool:
@@ -356,7 +378,11 @@ class UnstructureGen:
         self.lines.extend(self.indent + line for line in source.splitlines())
 
     def local(self, expr: str) -> str:
-        name = f"_{self.count}"
+        # Numbered, and named for the attribute it reads where there is one:
+        # `_3_memory_total_mb = d.memory_total_mb`.
+        attribute = re.fullmatch(r"(?:\w+\()?[\w.]*\.(\w+)\)?", expr)
+        suffix = f"_{attribute.group(1)}" if attribute else ""
+        name = f"_{self.count}{suffix}"
         self.count += 1
         self.stmt(f"{name} = {expr}")
         return name

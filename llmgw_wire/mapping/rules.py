@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from attrs import frozen
 
+from llmgw_wire.domain.keepalive import EPOCH
 from llmgw_wire.errors import DecodeError, EncodeError
 
 if TYPE_CHECKING:
@@ -68,7 +69,6 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "int64": (-(2**63), 2**63 - 1),
 }
 _ZERO: dict[str, object] = {"int32": 0, "int64": 0, "string": "", "bool": False, "repeated": ()}
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 class Invalid(Exception):  # noqa: N818 - a signal inside the library, never seen by users

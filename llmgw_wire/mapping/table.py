@@ -59,6 +59,7 @@ from llmgw_wire.mapping.rules import (
 __all__ = [
     "ENVELOPES",
     "MODELS_WITH_MESSAGE",
+    "NOT_CARRIED",
     "PAIRS",
     "PAIRS_WITH_MESSAGE",
     "STATES_BY_NUMBER",
@@ -418,3 +419,10 @@ ENVELOPES: tuple[Envelope, Envelope] = (
         (("start_shard", ShardCommand), ("stop_shard", StopCommand), ("ack", Ack)),
     ),
 )
+
+
+#: Wire fields, by full name (`llmgw.v1.GPU.power_watts`), that no pair maps
+#: on purpose. Every other field of the schema must be mapped by a pair:
+#: `llmgw-wire compat --mapping` reports one that is neither
+#: (`LLMGW_FIELD_NOT_MAPPED`). There are none today.
+NOT_CARRIED: tuple[str, ...] = ()

@@ -6,9 +6,11 @@ import datetime as dt
 
 from attrs import frozen
 
-__all__ = ["Ack", "Heartbeat"]
+__all__ = ["EPOCH", "Ack", "Heartbeat"]
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+#: The Unix epoch, in UTC: a heartbeat's time when none is set, and where the
+#: wire's milliseconds count from.
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 @frozen
@@ -16,7 +18,7 @@ class Heartbeat:
     """An agent's sign of life; `sent_at` is the agent's clock, in UTC, to the millisecond."""
 
     node_id: str = ""
-    sent_at: dt.datetime = _EPOCH
+    sent_at: dt.datetime = EPOCH
 
     @classmethod
     def now(cls, node_id: str) -> Heartbeat:

@@ -1,0 +1,233 @@
+"""Configuration: which rules apply and which findings are accepted.
+
+The keys are buf's (`buf.yaml` version v2, section `breaking:`): `use` (rules
+or categories), `except` (rules or categories taken out of `use`), `ignore`
+(files or folders whose findings are accepted), `ignore_only` (a rule or
+category, and the files or folders where its findings are accepted). They
+are read from a `buf.yaml` when one is present, or from the table
+`[tool.llmgw-wire.compat]` of a `pyproject.toml` for projects without buf.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from llmgw_wire.compat._model import CompatError, Finding
+from llmgw_wire.compat._rules import CATEGORIES, RULES
+
+__all__ = ["Config", "find_config", "load_config"]
+
+_KEYS = ("use", "except", "ignore", "ignore_only")
+
+
+def _names(value: object, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise CompatError(f"{where}: Expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _expand(names: tuple[str, ...], where: str) -> set[str]:
+    rules: set[str] = set()
+    for name in names:
+        if name in CATEGORIES:
+            rules |= {rule for rule, categories in RULES.items() if name in categories}
+        elif name in RULES:
+            rules.add(name)
+        else:
+            raise CompatError(
+                f"{where}: Expected a rule or a category of {', '.join(CATEGORIES)}, got "
+                f"{name!r} (the checker applies only buf's WIRE and WIRE_JSON rules)"
+            )
+    return rules
+
+
+def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(
+        prefix in (".", "") or path == prefix or path.startswith(prefix.rstrip("/") + "/")
+        for prefix in prefixes
+    )
+
+
+@attrs.frozen
+class Config:
+    """Which rules apply and which findings are accepted.
+
+    Paths are relative to the proto root (the folder whose files are named
+    `llmgw/v1/node.proto` and so on), as findings name files.
+
+    Attributes:
+        use: rules or categories to apply; empty means the category passed to `check`.
+        except_: rules or categories not to apply (buf's `except`).
+        ignore: files or folders whose findings are accepted.
+        ignore_only: for a rule or category, the files or folders where its
+            findings are accepted.
+        source: where the configuration was read, for messages; "" if built in code.
+    """
+
+    use: tuple[str, ...] = ()
+    except_: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    ignore_only: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
+    source: str = ""
+
+    def __attrs_post_init__(self) -> None:
+        where = self.source or "the configuration"
+        _expand(self.use, f"{where}: use")
+        _expand(self.except_, f"{where}: except")
+        for name in self.ignore_only:
+            _expand((name,), f"{where}: ignore_only")
+
+    def rules(self, category: str) -> list[str]:
+        """The names of the rules to apply, sorted, `category` standing in for an empty `use`."""
+        where = self.source or "the configuration"
+        used = _expand(self.use or (category,), f"{where}: use")
+        return sorted(used - _expand(self.except_, f"{where}: except"))
+
+    def ignores(self, finding: Finding) -> bool:
+        """Whether `finding` is accepted by `ignore` or `ignore_only`."""
+        if _under(finding.path, self.ignore):
+            return True
+        return any(
+            finding.rule in _expand((name,), "ignore_only") and _under(finding.path, paths)
+            for name, paths in self.ignore_only.items()
+        )
+
+
+def _relative(paths: tuple[str, ...], base: Path, root: Path | None) -> tuple[str, ...]:
+    """Paths written relative to `base` (the config's folder), made relative to `root`."""
+    if root is None:
+        return paths
+    out = []
+    for path in paths:
+        full = Path(os.path.normpath(base / path))
+        try:
+            out.append(full.relative_to(root.resolve()).as_posix() or ".")
+        except ValueError:
+            out.append(path)  # outside the proto root: kept as written
+    return tuple(out)
+
+
+def _from_table(table: object, where: str, base: Path, root: Path | None) -> Config:
+    if not isinstance(table, dict):
+        raise CompatError(f"{where}: Expected a table of {', '.join(_KEYS)}, got {table!r}")
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise CompatError(f"{where}: Expected keys among {', '.join(_KEYS)}, got {unknown[0]!r}")
+    only = table.get("ignore_only", {})
+    if not isinstance(only, dict):
+        raise CompatError(f"{where}: ignore_only: Expected a table of lists, got {only!r}")
+    return Config(
+        use=_names(table.get("use", []), f"{where}: use"),
+        except_=_names(table.get("except", []), f"{where}: except"),
+        ignore=_relative(_names(table.get("ignore", []), f"{where}: ignore"), base, root),
+        ignore_only={
+            str(name): _relative(_names(paths, f"{where}: ignore_only: {name}"), base, root)
+            for name, paths in only.items()
+        },
+        source=where,
+    )
+
+
+def load_config(
+    path: str | os.PathLike[str], proto_root: str | os.PathLike[str] | None = None
+) -> Config:
+    """Read the checker's configuration from a `buf.yaml` (v2) or a `pyproject.toml`.
+
+    Args:
+        path: the file. A `buf.yaml` (v2, or v1) is read for its `breaking:`
+            section, or that of the module in `modules:` whose `path` is the
+            proto root;
+            a `pyproject.toml` for its `[tool.llmgw-wire.compat]` table.
+        proto_root: the folder of the schema, so that `ignore` paths
+            (relative to the file's folder) are matched against file names.
+
+    Raises:
+        CompatError: the file cannot be read, is not v2 or v1, or has a key or a
+            rule the checker does not know.
+    """
+    file = Path(path)
+    where = os.fspath(path)
+    root = Path(proto_root) if proto_root is not None else None
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CompatError(f"cannot read {where}: {exc.strerror}") from exc
+    if file.suffix == ".toml":
+        table = _toml(text, where).get("tool", {}).get("llmgw-wire", {}).get("compat", {})
+        return _from_table(table, f"{where} [tool.llmgw-wire.compat]", file.parent, root)
+    data = _yaml(text, where)
+    # v1's breaking: section has the same keys, its paths relative to the
+    # module, which is the file's folder there.
+    if not isinstance(data, dict) or data.get("version") not in ("v1", "v2"):
+        got = data.get("version") if isinstance(data, dict) else data
+        raise CompatError(f"{where}: Expected a buf.yaml of version v2 or v1, got version {got!r}")
+    section = data.get("breaking", {})
+    for module in data.get("modules", None) or []:
+        module_dir = file.parent / str(module.get("path", "."))
+        if root is not None and module_dir.resolve() == root.resolve() and "breaking" in module:
+            section = module["breaking"]
+    if not isinstance(section, dict):
+        raise CompatError(f"{where}: breaking: Expected a mapping, got {section!r}")
+    # buf's other breaking keys change nothing the checker does.
+    section = {k: v for k, v in section.items() if k not in ("ignore_unstable_packages",)}
+    return _from_table(section, f"{where} breaking", file.parent, root)
+
+
+def _toml(text: str, where: str) -> dict[str, Any]:
+    # tomllib is Python 3.11's; on 3.10 its backport tomli, if installed.
+    try:
+        tomllib = importlib.import_module("tomllib")
+    except ImportError:
+        try:
+            tomllib = importlib.import_module("tomli")
+        except ImportError:
+            raise CompatError(
+                f"reading {where} on Python 3.10 needs tomli: pip install tomli"
+            ) from None
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CompatError(f"{where} is not valid TOML: {exc}") from exc
+    return data
+
+
+def _yaml(text: str, where: str) -> Any:
+    try:
+        yaml = importlib.import_module("yaml")
+    except ImportError:
+        raise CompatError(
+            f"reading {where} needs PyYAML; install the `schema` extra: "
+            "pip install 'llmgw-wire[schema]'"
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CompatError(f"{where} is not valid YAML: {exc}") from exc
+
+
+def find_config(start: str | os.PathLike[str]) -> Path | None:
+    """The `buf.yaml`, or `pyproject.toml` with a `[tool.llmgw-wire.compat]` table, nearest `start`.
+
+    It looks in `start` and then in each folder above it, up to the top of
+    the git repository (the first folder with a `.git`) or the file system.
+    """
+    folder = Path(start).resolve()
+    if not folder.is_dir():
+        folder = folder.parent
+    for candidate in (folder, *folder.parents):
+        buf = candidate / "buf.yaml"
+        if buf.is_file():
+            return buf
+        pyproject = candidate / "pyproject.toml"
+        if pyproject.is_file() and "[tool.llmgw-wire.compat]" in pyproject.read_text(
+            encoding="utf-8", errors="replace"
+        ):
+            return pyproject
+        if (candidate / ".git").exists():
+            return None
+    return None
