@@ -279,6 +279,11 @@ def test_bytes_that_are_not_utf8_in_the_key_are_not_shown(
         with pytest.raises(DecodeError) as caught:
             decode(INVALID_UTF8, into)
         assert caught.value.path == ("api_key",)
+        # Not even the one byte that is wrong: it is a byte of the key.
+        assert caught.value.reason == (
+            "field 16 (`api_key`) at offset 0 is not valid UTF-8"
+            " (a secret: its bytes are not shown)"
+        )
         seen.error(f"decode {into.__name__}", caught.value)
     file = tmp_path / "bad.bin"
     file.write_bytes(INVALID_UTF8)
