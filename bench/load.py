@@ -6,15 +6,23 @@ each with a connection of its own. Every agent registers a copy of the sample
 node under a node id of its own, waits for the control plane's `Ack` and its
 `StartShard`, reports the new shard READY and ends its stream.
 
+The same run is made twice, once per transport: grpc.aio (the stream's own,
+`llmgw_wire.stream`) and grpclib (the same sessions over grpclib, with a
+codec that passes the envelopes' bytes through), so that the figures stand
+side by side. The sessions, and so the encoding and decoding, are the same
+code on both.
+
 The control plane counts registrations and READY reports per node id; each
 agent process counts the acks and commands it received. The run fails (exit
 status 1) if any registration was not adopted exactly once, any command not
 answered, anything lost or duplicated, or the whole takes longer than
 `--timeout`. It reports the wall time (from the moment every agent process
 is ready to the last agent done), the registrations per second, the time of
-one agent's exchange, and the control plane's peak memory (`ru_maxrss`).
+one agent's exchange, the control plane's CPU seconds (user + system, from
+`getrusage`) and its peak memory (`ru_maxrss`), also per 1,000 agents.
 
     python bench/load.py [--agents 1000] [--processes 4] [--timeout 300]
+                         [--transport grpc.aio|grpclib|both]
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import multiprocessing
 import resource
 import statistics
@@ -32,14 +41,24 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import grpclib.client
+import grpclib.const
+import grpclib.server
+from grpclib.encoding.base import CodecBase
 
 from llmgw_wire import Ack, Registration, ShardCommand, ShardReport, State
 from llmgw_wire.domain import Compute
-from llmgw_wire.stream import ControlPlane, ControlSession, connect, start_server
-from llmgw_wire.stream.grpclib_codec import WireCodec
+from llmgw_wire.stream import (
+    CONNECT_ROUTE,
+    AgentSession,
+    ControlPlane,
+    ControlSession,
+    connect,
+    start_server,
+)
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
     from multiprocessing.connection import Connection
 
 HOST = "127.0.0.1"
@@ -70,6 +89,79 @@ def registration_for(node: str) -> Registration:
 def peak_rss_mib() -> float:
     # ru_maxrss is in KiB on Linux.
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+TRANSPORTS = ("grpc.aio", "grpclib")
+
+
+# --- the same sessions over grpclib -------------------------------------------------
+
+
+class RawCodec(CodecBase):
+    """grpclib's codec for bytes that the sessions encode and decode themselves."""
+
+    __content_subtype__ = "proto"
+
+    def encode(self, message: Any, message_type: Any) -> bytes:
+        return message  # type: ignore[no-any-return]
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        return data
+
+
+class GrpclibServerCall:
+    def __init__(self, stream: grpclib.server.Stream[bytes, bytes]) -> None:
+        self._stream = stream
+
+    async def read(self) -> bytes | None:
+        return await self._stream.recv_message()
+
+    async def write(self, data: bytes) -> None:
+        await self._stream.send_message(data)
+
+
+class GrpclibClientCall:
+    def __init__(self, stream: grpclib.client.Stream[bytes, bytes]) -> None:
+        self._stream = stream
+
+    async def read(self) -> bytes | None:
+        data = await self._stream.recv_message()
+        if data is None:
+            await self._stream.recv_trailing_metadata()
+        return data
+
+    async def write(self, data: bytes) -> None:
+        await self._stream.send_message(data)
+
+    async def done_writing(self) -> None:
+        await self._stream.end()
+
+    def cancel(self) -> None:
+        pass
+
+
+class GrpclibService:
+    """`AgentService.Connect` on grpclib, handing each call to the plane as a session."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+
+    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
+        return {
+            CONNECT_ROUTE: grpclib.const.Handler(
+                self._connect, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
+            )
+        }
+
+    async def _connect(self, stream: grpclib.server.Stream[bytes, bytes]) -> None:
+        session = ControlSession(GrpclibServerCall(stream), "agent")
+        await self.plane.handle(session)
+        await session._stop_reading()
 
 
 # --- the control plane ------------------------------------------------------------
@@ -108,12 +200,21 @@ class CountingControlPlane(ControlPlane):
             self.errors.append(f"{session}: {type(exc).__name__}: {exc}")
 
 
-async def serve(conn: Connection) -> None:
+async def serve(conn: Connection, transport: str) -> None:
     # One socket per agent, and then some.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     plane = CountingControlPlane()
-    server, port = await start_server(plane, HOST, 0, backlog=4096)
+    if transport == "grpc.aio":
+        server = await start_server(plane, HOST, 0)
+        port = server.port
+    else:
+        grpclib_server = grpclib.server.Server([GrpclibService(plane)], codec=RawCodec())
+        await grpclib_server.start(HOST, 0, backlog=4096)
+        listening: Any = grpclib_server._server
+        port = listening.sockets[0].getsockname()[1]
+    # The CPU the exchanges cost, start-up and imports left out.
+    cpu_started = cpu_seconds()
     conn.send(("listening", port, peak_rss_mib()))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -121,8 +222,12 @@ async def serve(conn: Connection) -> None:
     await stop.wait()
     loop.remove_reader(conn.fileno())
     conn.recv()
-    server.close()
-    await server.wait_closed()
+    cpu = cpu_seconds() - cpu_started
+    if transport == "grpc.aio":
+        await server.stop(grace=None)
+    else:
+        grpclib_server.close()
+        await grpclib_server.wait_closed()
     conn.send(
         (
             "counts",
@@ -131,24 +236,57 @@ async def serve(conn: Connection) -> None:
             dict(plane.ready),
             plane.errors,
             peak_rss_mib(),
+            cpu,
         )
     )
 
 
-def control_plane_process(conn: Connection) -> None:
-    asyncio.run(serve(conn))
+def control_plane_process(conn: Connection, transport: str, profile: str = "") -> None:
+    if not profile:
+        asyncio.run(serve(conn, transport))
+        return
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        asyncio.run(serve(conn, transport))
+    finally:
+        profiler.disable()
+        profiler.dump_stats(profile)
 
 
 # --- the agents -------------------------------------------------------------------
 
 
-async def one_agent(port: int, node: str, stats: dict[str, Any]) -> None:
+@contextlib.asynccontextmanager
+async def session_to(port: int, transport: str) -> AsyncIterator[AgentSession]:
+    if transport == "grpc.aio":
+        async with connect(f"{HOST}:{port}") as session:
+            yield session
+        return
+    channel = grpclib.client.Channel(HOST, port, codec=RawCodec())
+    try:
+        stream = channel.request(
+            CONNECT_ROUTE, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
+        )
+        async with stream:
+            await stream.send_request()
+            session = AgentSession(GrpclibClientCall(stream), "control plane")
+            try:
+                yield session
+            finally:
+                await session._stop_reading()
+    finally:
+        channel.close()
+
+
+async def one_agent(port: int, node: str, stats: dict[str, Any], transport: str) -> None:
     started = time.perf_counter()
     registration = registration_for(node)
     expected = command_for(node)
     try:
-        channel = grpclib.client.Channel(HOST, port, codec=WireCodec())
-        async with channel, connect(channel) as session:
+        async with session_to(port, transport) as session:
             await session.send(registration)
             ack = await session.recv(STEP_TIMEOUT)
             if ack != Ack(node, len(registration.shards), "adopted"):
@@ -172,17 +310,19 @@ async def one_agent(port: int, node: str, stats: dict[str, Any]) -> None:
         stats["errors"].append(f"{node}: {type(exc).__name__}: {exc}")
 
 
-async def agents(conn: Connection, index: int, count: int) -> None:
+async def agents(conn: Connection, index: int, count: int, transport: str) -> None:
     port: int = conn.recv()
     stats: dict[str, Any] = {"acks": 0, "commands": 0, "done": 0, "times": [], "errors": []}
-    await asyncio.gather(*(one_agent(port, node_id(index, i), stats) for i in range(count)))
+    await asyncio.gather(
+        *(one_agent(port, node_id(index, i), stats, transport) for i in range(count))
+    )
     conn.send(stats)
 
 
-def agent_process(conn: Connection, index: int, count: int) -> None:
+def agent_process(conn: Connection, index: int, count: int, transport: str) -> None:
     # Imports done and ready to go: the clock starts when every process is.
     conn.send("ready")
-    asyncio.run(agents(conn, index, count))
+    asyncio.run(agents(conn, index, count, transport))
 
 
 # --- the run ----------------------------------------------------------------------
@@ -218,6 +358,8 @@ class Outcome:
     plane_errors: list[str]
     rss_before: float
     rss_peak: float
+    cpu: float
+    transport: str
 
 
 def start(ctx: Any, target: Any, args: tuple[Any, ...], name: str) -> tuple[Any, Connection]:
@@ -227,20 +369,28 @@ def start(ctx: Any, target: Any, args: tuple[Any, ...], name: str) -> tuple[Any,
     return process, conn
 
 
-def run(agents: int, shares: list[int], deadline: float, processes: list[Any]) -> Outcome:
+def run(
+    agents: int,
+    shares: list[int],
+    deadline: float,
+    processes: list[Any],
+    transport: str,
+    profile: str = "",
+) -> Outcome:
     """Start the processes (into `processes`, for the caller to stop) and run the exchange."""
+    # Spawned, never forked: a forked child of a process with live grpc objects can hang.
     ctx = multiprocessing.get_context("spawn")
-    plane, plane_conn = start(ctx, control_plane_process, (), "control plane")
+    plane, plane_conn = start(ctx, control_plane_process, (transport, profile), "control plane")
     processes.append(plane)
     ((_, port, rss_before),) = receive([plane_conn], deadline)
     conns = []
     for index, share in enumerate(shares):
-        process, conn = start(ctx, agent_process, (index, share), f"agents {index}")
+        process, conn = start(ctx, agent_process, (index, share, transport), f"agents {index}")
         processes.append(process)
         conns.append(conn)
     receive(conns, deadline)
     print(
-        f"load: {agents} agents in {len(shares)} processes "
+        f"load ({transport}): {agents} agents in {len(shares)} processes "
         f"({', '.join(map(str, shares))}), control plane on {HOST}:{port}"
     )
     started = time.perf_counter()
@@ -249,9 +399,25 @@ def run(agents: int, shares: list[int], deadline: float, processes: list[Any]) -
     results = receive(conns, deadline)
     wall = time.perf_counter() - started
     plane_conn.send("stop")
-    ((_, registrations, adopted, ready, errors, rss_peak),) = receive([plane_conn], deadline)
+    ((_, registrations, adopted, ready, errors, rss_peak, cpu),) = receive([plane_conn], deadline)
+    if profile:
+        plane.join(60)  # let it write its profile
+        import pstats
+
+        print(f"--- the control plane's profile ({transport}), by own time ---")
+        pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(14)
     return Outcome(
-        shares, wall, results, registrations, adopted, ready, errors, rss_before, rss_peak
+        shares,
+        wall,
+        results,
+        registrations,
+        adopted,
+        ready,
+        errors,
+        rss_before,
+        rss_peak,
+        cpu,
+        transport,
     )
 
 
@@ -298,42 +464,87 @@ def report(outcome: Outcome) -> None:
             f"median {statistics.median(times) * 1000:.0f} ms, "
             f"99th percentile {p99 * 1000:.0f} ms, max {times[-1] * 1000:.0f} ms"
         )
+    per_1000 = 1000 / max(sum(outcome.shares), 1)
+    print(
+        f"control plane CPU: {outcome.cpu:.2f} s, {outcome.cpu * per_1000:.2f} s per 1,000 agents"
+    )
     print(
         f"control plane peak memory (ru_maxrss): {outcome.rss_peak:.1f} MiB "
-        f"({outcome.rss_before:.1f} MiB before the agents)"
+        f"({outcome.rss_before:.1f} MiB before the agents; "
+        f"{(outcome.rss_peak - outcome.rss_before) * per_1000:.1f} MiB more per 1,000 agents)"
     )
+
+
+def side_by_side(outcomes: list[Outcome]) -> None:
+    print("")
+    print(
+        f"{'transport':<10} {'registrations/s':>16} {'CPU s/1,000':>12} {'peak MiB':>9} "
+        f"{'MiB/1,000':>10}"
+    )
+    for o in outcomes:
+        per_1000 = 1000 / max(sum(o.shares), 1)
+        print(
+            f"{o.transport:<10} {len(o.registrations) / o.wall:>16.0f} "
+            f"{o.cpu * per_1000:>12.2f} {o.rss_peak:>9.1f} "
+            f"{(o.rss_peak - o.rss_before) * per_1000:>10.1f}"
+        )
+    # The issue's figure for a grpc-go control plane on this kind of machine.
+    go = (0.6, 0.74)
+    for o in outcomes:
+        per_1000 = o.cpu * 1000 / max(sum(o.shares), 1)
+        print(
+            f"{o.transport}: {per_1000 / go[1]:.1f}x to {per_1000 / go[0]:.1f}x the CPU of a "
+            f"grpc-go control plane ({go[0]}-{go[1]} s per 1,000)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--processes", type=int, default=4, help="agent processes")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds for the whole run")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds for each run")
+    parser.add_argument(
+        "--transport", choices=(*TRANSPORTS, "both"), default="both", help="default: both"
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        default="",
+        help="profile the control plane into FILE and show the top (slows it down)",
+    )
     args = parser.parse_args(argv)
     base, extra = divmod(args.agents, args.processes)
     shares = [base + (i < extra) for i in range(args.processes)]
-    deadline = time.monotonic() + args.timeout
-    processes: list[Any] = []
-    try:
-        outcome = run(args.agents, shares, deadline, processes)
-    except (TimeoutError, RuntimeError) as exc:
-        print(f"error: {exc} (timeout {args.timeout:g} s)", file=sys.stderr)
-        return 1
-    finally:
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-            process.join(5)
-            if process.is_alive():
-                process.kill()
-                process.join()
-    report(outcome)
-    found = problems(outcome)
-    if found:
-        print("FAILED:", *found, sep="\n  ", file=sys.stderr)
-        return 1
-    print("every registration adopted exactly once, every command answered, nothing lost")
-    return 0
+    transports = TRANSPORTS if args.transport == "both" else (args.transport,)
+    outcomes = []
+    failed = False
+    for transport in transports:
+        deadline = time.monotonic() + args.timeout
+        processes: list[Any] = []
+        try:
+            outcome = run(args.agents, shares, deadline, processes, transport, args.profile)
+        except (TimeoutError, RuntimeError) as exc:
+            print(f"error ({transport}): {exc} (timeout {args.timeout:g} s)", file=sys.stderr)
+            return 1
+        finally:
+            for process in processes:
+                if process.is_alive():
+                    process.terminate()
+                process.join(5)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+        report(outcome)
+        found = problems(outcome)
+        if found:
+            print(f"FAILED ({transport}):", *found, sep="\n  ", file=sys.stderr)
+            failed = True
+        else:
+            print("every registration adopted exactly once, every command answered, nothing lost")
+        print("")
+        outcomes.append(outcome)
+    side_by_side(outcomes)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ from llmgw_wire import converter, decode, encode, v1
 from llmgw_wire.codec.binary import compiled_upb
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand, ShardReport
-from llmgw_wire.stream import control_message, value_from_agent_message
 from llmgw_wire.stream.grpclib_codec import WireCodec
 from llmgw_wire.v1 import AgentMessage, ControlMessage
 
@@ -180,15 +179,16 @@ def groups_for(s: Subject) -> list[Group]:
 AGENT_MESSAGE = "AgentMessage(register)"
 CONTROL_MESSAGE = "ControlMessage(start_shard)"
 LIB_CODEC = "llmgw WireCodec (upb)"
-STREAM_TODAY = "grpclib ProtoCodec + stream's converter"
+STREAM_TODAY = "grpclib ProtoCodec + the converter"
 
 
 def envelope_groups() -> tuple[list[Group], dict[str, int]]:
     """What a stream pays per message: its grpclib codec and the envelope's converter.
 
-    `stream.py` reads and writes with grpclib's default codec (betterproto2's
-    parser and serialiser) and opens or fills the envelope with the
-    converter; `llmgw_wire.stream.grpclib_codec.WireCodec` does both at once with upb.
+    grpclib's default codec reads and writes with betterproto2's parser and
+    serialiser, and the envelope is opened or filled with the converter;
+    `llmgw_wire.stream.grpclib_codec.WireCodec` (and the stream's own
+    envelope codec) does both at once with upb.
     """
     registration, command = SUBJECTS[0].value, SUBJECTS[1].value
     wire_codec, proto_codec = WireCodec(), ProtoCodec()
@@ -201,8 +201,9 @@ def envelope_groups() -> tuple[list[Group], dict[str, int]]:
                 Contender(LIB_CODEC, lambda: wire_codec.decode(inbound, AgentMessage)),
                 Contender(
                     STREAM_TODAY,
-                    lambda: value_from_agent_message(
-                        cast("AgentMessage", proto_codec.decode(inbound, AgentMessage))
+                    lambda: converter.structure(
+                        cast("AgentMessage", proto_codec.decode(inbound, AgentMessage)).register,
+                        Registration,
                     ),
                 ),
             ],
@@ -214,7 +215,9 @@ def envelope_groups() -> tuple[list[Group], dict[str, int]]:
                 Contender(LIB_CODEC, lambda: wire_codec.encode(command, ControlMessage)),
                 Contender(
                     STREAM_TODAY,
-                    lambda: proto_codec.encode(control_message(command), ControlMessage),
+                    lambda: proto_codec.encode(
+                        ControlMessage(start_shard=converter.unstructure(command)), ControlMessage
+                    ),
                 ),
             ],
         ),

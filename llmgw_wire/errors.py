@@ -1,5 +1,17 @@
 """The library's one exception hierarchy.
 
+    WireError
+    +-- EncodeError            a domain value the wire cannot carry
+    +-- DecodeError            bytes that do not make the value asked for
+    |   +-- JSONError
+    |       +-- StateFileError a shard store's file, or the store itself
+    +-- StreamError            how a call of the agent stream ended, by status code
+        +-- PeerUnavailable    UNAVAILABLE: unreachable, lost, or stopping; retry
+        +-- PermissionDenied   PERMISSION_DENIED / UNAUTHENTICATED
+        +-- MessageRejected    INVALID_ARGUMENT: the peer refused a message as invalid
+        +-- RegistrationTimeout DEADLINE_EXCEEDED: no registration in time
+        +-- StreamClosed       sending on a session whose call is over
+
 Every error says what was expected, what was found, and where: a path into
 the value (`$.gpus[3].memory_total_mb`), the message type, or the file.
 Messages are built here and nowhere else, so that they read alike, and every
@@ -7,14 +19,6 @@ value an error shows goes through one function, `shown`, that knows secrets:
 a value that is a secret (a field the schema marks `[debug_redact = true]`)
 is shown only as what type it is, and an error keeps in its attributes a
 `Redacted` stand-in, never the value.
-
-The hierarchy::
-
-    WireError
-    ├── EncodeError          a domain value the wire cannot carry (also a ValueError)
-    └── DecodeError          bytes or a message that do not make the value asked for
-        └── JSONError        a JSON document that does not
-            └── StateFileError   a shard store's file, or the store itself
 """
 
 from __future__ import annotations
@@ -28,8 +32,14 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "JSONError",
+    "MessageRejected",
+    "PeerUnavailable",
+    "PermissionDenied",
     "Redacted",
+    "RegistrationTimeout",
     "StateFileError",
+    "StreamClosed",
+    "StreamError",
     "WireError",
     "format_path",
     "shown",
@@ -233,3 +243,103 @@ class StateFileError(JSONError):
 
     def __reduce__(self) -> tuple[type[StateFileError], tuple[str, str, tuple[str | int, ...]]]:
         return type(self), (self.file, self.reason, self.path)
+
+
+#: The gRPC status codes, by name, as `StreamError.code` holds them.
+STATUS_CODES = (
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+)
+
+
+class StreamError(WireError):
+    """A call of the agent stream that ended, or must end, with an error status.
+
+    The agent's session raises it (or a subclass) when the control plane ends
+    the call with an error status, or the connection fails; a control plane's
+    `handle` raises it to end the call with `code` and `details`.
+
+    Attributes:
+        code: the gRPC status code's name, e.g. "FAILED_PRECONDITION".
+        details: the status message, as the peer sees it.
+    """
+
+    default_code = "UNKNOWN"
+
+    def __init__(self, details: str, *, code: str | None = None) -> None:
+        code = self.default_code if code is None else code
+        if code not in STATUS_CODES or code == "OK":
+            raise ValueError(f"Expected a gRPC error status code, got {code!r}")
+        self.code = code
+        self.details = details
+        super().__init__(f"{code}: {details}" if details else code)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_stream_error, (type(self), self.details, self.code)
+
+    @staticmethod
+    def for_status(code: str, details: str) -> StreamError:
+        """The most specific error for a call that ended with `code`."""
+        kind = _BY_CODE.get(code, StreamError)
+        return kind(details, code=code)
+
+
+def _rebuild_stream_error(kind: type[StreamError], details: str, code: str) -> StreamError:
+    return kind(details, code=code)
+
+
+class PeerUnavailable(StreamError):  # noqa: N818 (named for the status, as httpx names its)
+    """The peer cannot be reached, the connection was lost, or the peer is stopping.
+
+    What to do is the same in every case: connect again, after a backoff.
+    """
+
+    default_code = "UNAVAILABLE"
+
+
+class PermissionDenied(StreamError):  # noqa: N818 (named for the status, as httpx names its)
+    """The control plane refused this agent: a certificate or token that does not fit."""
+
+    default_code = "PERMISSION_DENIED"
+
+
+class MessageRejected(StreamError):  # noqa: N818 (named for the status, as httpx names its)
+    """The peer refused a message as invalid, and ended the call (INVALID_ARGUMENT)."""
+
+    default_code = "INVALID_ARGUMENT"
+
+
+class RegistrationTimeout(StreamError):  # noqa: N818 (named for the status, as httpx names its)
+    """The agent did not register within the control plane's registration timeout."""
+
+    default_code = "DEADLINE_EXCEEDED"
+
+
+class StreamClosed(StreamError):  # noqa: N818 (named for the status, as httpx names its)
+    """Sending on a session whose side is closed, or whose call is over."""
+
+    default_code = "CANCELLED"
+
+
+_BY_CODE: dict[str, type[StreamError]] = {
+    "UNAVAILABLE": PeerUnavailable,
+    "PERMISSION_DENIED": PermissionDenied,
+    "UNAUTHENTICATED": PermissionDenied,
+    "INVALID_ARGUMENT": MessageRejected,
+    "DEADLINE_EXCEEDED": RegistrationTimeout,
+}

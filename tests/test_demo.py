@@ -12,7 +12,6 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-import grpclib.client
 import pytest
 
 from llmgw_wire._cli.demo import render, run_demo
@@ -25,12 +24,17 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.timeout(60)
 
 DEMO = [sys.executable, "-m", "llmgw_wire._cli", "demo"]
+# As a fresh shell runs it: importing the stream in this process (another
+# test) sets GRPC_VERBOSITY, which the demo's children would inherit.
+DEMO_ENV = {key: value for key, value in os.environ.items() if key != "GRPC_VERBOSITY"}
 SECRET = "sk-llmgw-demo-0000"
 
 
 def test_the_demo_shows_the_whole_exchange_and_exits_cleanly() -> None:
     started = time.monotonic()
-    result = subprocess.run(DEMO, capture_output=True, text=True, timeout=30, check=False)
+    result = subprocess.run(
+        DEMO, capture_output=True, text=True, timeout=30, check=False, env=DEMO_ENV
+    )
     elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
@@ -66,7 +70,12 @@ def test_a_taken_port_is_a_clear_error() -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [*DEMO, "--port", str(port)], capture_output=True, text=True, timeout=30, check=False
+            [*DEMO, "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env=DEMO_ENV,
         )
     assert result.returncode == 1
     assert result.stderr == (
@@ -81,10 +90,7 @@ def test_a_taken_port_is_a_clear_error() -> None:
 
 def agent_that_dies(conn: Connection, port: int, timeout: float) -> None:
     async def main() -> None:
-        async with (
-            grpclib.client.Channel("127.0.0.1", port) as channel,
-            connect(channel) as session,
-        ):
+        async with connect(f"127.0.0.1:{port}") as session:
             await session.send(sample_registration())
             await session.recv(timeout)
             os._exit(3)
@@ -94,8 +100,9 @@ def agent_that_dies(conn: Connection, port: int, timeout: float) -> None:
 
 def agent_that_never_registers(conn: Connection, port: int, timeout: float) -> None:
     async def main() -> None:
-        async with grpclib.client.Channel("127.0.0.1", port) as channel, connect(channel):
-            await asyncio.sleep(60)
+        async with connect(f"127.0.0.1:{port}") as session:
+            # The call is open once something is sent; nothing is.
+            await session.recv(60)
 
     asyncio.run(main())
 

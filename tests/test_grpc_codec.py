@@ -27,7 +27,9 @@ from llmgw_wire import (
     decode,
     v1,
 )
-from llmgw_wire.stream.grpclib_codec import ENVELOPES, UnknownMember, WireCodec
+from llmgw_wire.mapping import ENVELOPES
+from llmgw_wire.stream import ControlPlane, ControlSession, connect, start_server
+from llmgw_wire.stream.grpclib_codec import UnknownMember, WireCodec
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1 import AgentMessage, ControlMessage
@@ -38,10 +40,11 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.timeout(60)
 
 CODEC = WireCodec()
+WIRE = {"llmgw.v1.AgentMessage": AgentMessage, "llmgw.v1.ControlMessage": ControlMessage}
 MEMBERS = [
-    pytest.param(envelope, member, domain, id=f"{envelope.__name__}.{member}")
-    for envelope, members in ENVELOPES.items()
-    for member, domain in members.items()
+    pytest.param(WIRE[envelope.wire], member, domain, id=f"{envelope.wire[9:]}.{member}")
+    for envelope in ENVELOPES
+    for member, domain in envelope.members
 ]
 ROUTE = "/llmgw.v1.AgentService/Connect"
 
@@ -206,3 +209,74 @@ def test_sample_command_crosses() -> None:
     raw = CODEC.encode(sample_command(), ControlMessage)
     assert CODEC.decode(raw, ControlMessage) == sample_command()
     assert isinstance(CODEC.decode(raw, ControlMessage), ShardCommand)
+
+
+# --- grpclib peers and the grpc.aio ends, both ways ----------------------------------
+
+
+class _AioAdopting(ControlPlane):
+    """The grpc.aio control plane: an `Ack` for each registration, commands echoed."""
+
+    async def handle(self, session: ControlSession) -> None:
+        async for value in session:
+            if isinstance(value, Registration):
+                await session.send(Ack(value.node.id, len(value.shards), "adopted"))
+            else:
+                await session.send(StopCommand(replica_id=type(value).__name__))
+
+
+@pytest.mark.parametrize("codec", [WireCodec, None], ids=["WireCodec", "default codec"])
+def test_a_grpclib_agent_talks_to_the_grpc_aio_control_plane(codec: type[WireCodec] | None) -> None:
+    async def main() -> None:
+        server = await start_server(_AioAdopting())
+        channel = grpclib.client.Channel(
+            "127.0.0.1", server.port, codec=None if codec is None else codec()
+        )
+        try:
+            request: Any = channel.request(
+                ROUTE, grpclib.const.Cardinality.STREAM_STREAM, AgentMessage, ControlMessage
+            )
+            async with request as stream:
+                if codec is None:
+                    register = converter.unstructure(sample_registration())
+                    await stream.send_message(AgentMessage(register=register))
+                    beat = converter.unstructure(Heartbeat(node_id="gpu-node-017"))
+                    await stream.send_message(AgentMessage(heartbeat=beat))
+                else:
+                    await stream.send_message(sample_registration())
+                    await stream.send_message(Heartbeat(node_id="gpu-node-017"))
+                await stream.end()
+                got = [await stream.recv_message(), await stream.recv_message()]
+                assert await stream.recv_message() is None
+        finally:
+            channel.close()
+            await server.stop(10)
+        if codec is None:
+            got = [
+                converter.structure(m.ack or m.stop_shard, type_)
+                for m, type_ in zip(got, (Ack, StopCommand), strict=True)
+            ]
+        assert got == [Ack("gpu-node-017", 2, "adopted"), StopCommand(replica_id="Heartbeat")]
+
+    _run(main())
+
+
+def test_the_grpc_aio_agent_talks_to_a_grpclib_control_plane() -> None:
+    async def main() -> None:
+        server, port = await _serve()
+        try:
+            async with connect(f"127.0.0.1:{port}") as session:
+                await session.send(sample_registration())
+                ack = await session.recv(10)
+                await session.send(Heartbeat(node_id="gpu-node-017"))
+                stop = await session.recv(10)
+                await session.close()
+                end = await session.recv(10)
+        finally:
+            server.close()
+            await server.wait_closed()
+        assert ack == Ack("gpu-node-017", 2, "adopted")
+        assert stop == StopCommand(replica_id="Heartbeat")
+        assert end is None
+
+    _run(main())

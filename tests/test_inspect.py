@@ -14,9 +14,9 @@ import pytest
 from llmgw_wire import Heartbeat, Registration, ShardCommand, StopCommand, encode
 from llmgw_wire._cli import main
 from llmgw_wire._cli.inspect import TYPES, render_tree
+from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.codec.json import from_json
 from llmgw_wire.mapping import PAIRS
-from llmgw_wire.stream import agent_message, control_message
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ def test_fields_the_type_does_not_define_are_noted(
 def test_stdin_is_read_for_a_dash(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = bytes(agent_message(Heartbeat("n1", dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc))))
+    data = encode_envelope(Heartbeat("n1", dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     status, out, _ = inspect(capsys, "--type", "AgentMessage", "-")
     assert status == 0
@@ -135,7 +135,7 @@ def test_stdin_is_read_for_a_dash(
 
 def test_an_envelope_shows_its_member(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     path = tmp_path / "control.bin"
-    path.write_bytes(bytes(control_message(StopCommand("r", "s", dt.timedelta(seconds=30)))))
+    path.write_bytes(encode_envelope(StopCommand("r", "s", dt.timedelta(seconds=30))))
     status, out, _ = inspect(capsys, "--type", "ControlMessage", "--format", "tree", str(path))
     assert status == 0
     assert out == (

@@ -43,6 +43,14 @@ MODELS = [
 ]
 ERRORS = ["DecodeError", "EncodeError", "JSONError", "StateFileError", "WireError"]
 STORE = ["LoadedShards", "SavedShard", "ShardStore"]
+STREAM_ERRORS = [
+    "MessageRejected",
+    "PeerUnavailable",
+    "PermissionDenied",
+    "RegistrationTimeout",
+    "StreamClosed",
+    "StreamError",
+]
 CONVERSIONS = [
     "adopted_from_register",
     "command_from_start_shard",
@@ -71,7 +79,7 @@ SURFACE: dict[str, list[str]] = {
         "to_json",
     ],
     "llmgw_wire.domain": [*MODELS, "FrozenMap"],
-    "llmgw_wire.errors": [*ERRORS, "Redacted", "format_path", "shown"],
+    "llmgw_wire.errors": [*ERRORS, *STREAM_ERRORS, "Redacted", "format_path", "shown"],
     "llmgw_wire.conversions": CONVERSIONS,
     "llmgw_wire.codec": [
         "DEFAULT_MAX_ITEMS",
@@ -121,18 +129,38 @@ SURFACE: dict[str, list[str]] = {
     "llmgw_wire.stream": [
         "CONNECT_ROUTE",
         "AgentSession",
+        "Backoff",
+        "ClientTLS",
         "ControlPlane",
         "ControlSession",
         "FromAgent",
         "FromControl",
-        "agent_message",
+        "Keepalive",
+        "MessageRejected",
+        "PeerCertificate",
+        "PeerUnavailable",
+        "PermissionDenied",
+        "RegistrationTimeout",
+        "Server",
+        "ServerTLS",
+        "StreamClosed",
+        "StreamError",
         "connect",
-        "control_message",
+        "keep_connected",
+        "node_ids_of",
+        "registration_from_inventory",
         "start_server",
-        "value_from_agent_message",
-        "value_from_control_message",
     ],
-    "llmgw_wire.stream.grpclib_codec": ["ENVELOPES", "UnknownMember", "WireCodec"],
+    "llmgw_wire.stream.grpclib_codec": ["UnknownMember", "WireCodec"],
+    "llmgw_wire.codec.envelope": [
+        "AGENT_MESSAGE",
+        "CONTROL_MESSAGE",
+        "EnvelopeCodec",
+        "UnknownMember",
+        "decode_envelope",
+        "encode_envelope",
+        "envelope_codec",
+    ],
     "llmgw_wire.store": [
         *STORE,
         "DEFAULT_MAX_FILE_SIZE",

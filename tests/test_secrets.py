@@ -21,9 +21,7 @@ import traceback
 from pathlib import Path
 
 import attrs
-import grpclib.client
 import pytest
-from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 
 from llmgw_wire import (
     DecodeError,
@@ -46,12 +44,13 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire._cli import main
+from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.codec.json import json_converter, make_json_converter
 from llmgw_wire.domain import __all__ as domain_names
 from llmgw_wire.errors import Redacted, shown
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE, PAIRS, SECRET_ATTRIBUTES, SECRET_FIELDS
 from llmgw_wire.mapping.secrets import marked_secret, secret_attributes
-from llmgw_wire.stream import ControlPlane, ControlSession, connect, control_message, start_server
+from llmgw_wire.stream import ControlPlane, ControlSession, StreamError, connect, start_server
 from llmgw_wire.stream.grpclib_codec import WireCodec
 from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1.redaction import descriptor_set, secret_fields
@@ -161,7 +160,8 @@ def test_a_canary_key_reaches_no_surface(  # noqa: PLR0912 - one walk through ev
         ("encode(ShardSpec)", lambda: encode(spec)),
         ("converter.unstructure", lambda: converter.unstructure(command)),
         ("start_shard_from_command", lambda: start_shard_from_command(command)),
-        ("the stream's codec", lambda: WireCodec().encode(command, v1.ControlMessage)),
+        ("the stream's codec", lambda: encode_envelope(command)),
+        ("grpclib's codec", lambda: WireCodec().encode(command, v1.ControlMessage)),
     ):
         try:
             out = encoder()
@@ -170,13 +170,7 @@ def test_a_canary_key_reaches_no_surface(  # noqa: PLR0912 - one walk through ev
             assert isinstance(error.got, Redacted)  # noqa: PT017
             assert error.secret  # noqa: PT017
             assert error.path[-1] == "api_key"  # noqa: PT017
-            if where == "the stream's codec":
-                # It raises inside its handler (branch i13 rewrites it): only
-                # what is printed is checked here; see the xfail test below.
-                seen.text(where, "".join(traceback.format_exception(error)))
-                seen.text(where, repr(error) + repr(vars(error)))
-            else:
-                seen.error(where, error)
+            seen.error(where, error)
         else:
             assert valid, f"{where} accepted {kind}"
             if isinstance(out, bytes):
@@ -218,7 +212,7 @@ def test_a_canary_key_reaches_no_surface(  # noqa: PLR0912 - one walk through ev
         files = {
             "StartShard": encode(command),
             "ShardSpec": encode(spec),
-            "ControlMessage": bytes(control_message(command)),
+            "ControlMessage": encode_envelope(command),
         }
         for type_name, data in files.items():
             file = tmp_path / f"{type_name}.bin"
@@ -295,17 +289,15 @@ def test_bytes_that_are_not_utf8_in_the_key_are_not_shown(
     assert seen.leaks() == []
 
 
-@pytest.mark.xfail(
-    reason="the stream's codec raises its EncodeError inside its except block, so the "
-    "refusal of upb (which quotes the string) stays chained as __context__; branch "
-    "i13 rewrites llmgw_wire/stream",
-    strict=False,
-)
 def test_the_stream_codec_chains_no_secret() -> None:
+    # The envelope codec raised its EncodeError inside its handler, so that
+    # upb's refusal, which quotes the string, stayed chained as __context__.
     seen = Seen()
-    with pytest.raises(EncodeError) as caught:
-        WireCodec().encode(command_with(CANARIES["lone surrogate"]), v1.ControlMessage)
-    seen.error("the stream's codec", caught.value)
+    for encoder in (encode_envelope, lambda v: WireCodec().encode(v, v1.ControlMessage)):
+        with pytest.raises(EncodeError) as caught:
+            encoder(command_with(CANARIES["lone surrogate"]))
+        assert caught.value.__context__ is None
+        seen.error("the stream's codec", caught.value)
     assert seen.leaks() == []
 
 
@@ -516,43 +508,35 @@ class _Failing(ControlPlane):
 def test_a_send_that_fails_on_the_key_logs_no_key_and_ends_with_no_key(
     kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # What the issue found: grpclib's "Application error" traceback wrote the
-    # key into the control plane's log when session.send refused it.
+    # What the issue found: the server's traceback of the failed handler wrote
+    # the key into the control plane's log when session.send refused it.
     caplog.set_level(logging.DEBUG)
     seen = Seen()
     ended: list[object] = []
 
     async def main() -> None:
-        server, port = await start_server(_Failing(CANARIES[kind]))
+        server = await start_server(_Failing(CANARIES[kind]))
         try:
-            async with (
-                grpclib.client.Channel("127.0.0.1", port, codec=WireCodec()) as channel,
-                connect(channel) as session,
-            ):
+            async with connect(f"127.0.0.1:{server.port}") as session:
                 await session.send(sample_registration())
-                # The stream ends, one way or another: whatever the agent sees of it is searched.
-                ended.append(await session.recv(timeout=10))
-        except (GRPCError, StreamTerminatedError, ProtocolError) as error:
-            ended.append(error)
+                # The call ends, one way or another: what the agent sees of it is searched.
+                try:
+                    ended.append(await session.recv(timeout=10))
+                except StreamError as error:
+                    ended.append(error)
         finally:
-            server.close()
-            await asyncio.wait_for(server.wait_closed(), 10)
+            await server.stop(grace=None)
 
     asyncio.run(asyncio.wait_for(main(), 30))
-    for error in ended:
-        seen.text("the agent's error", f"{error!r} {error}")
-        seen.text(
-            "its status", repr(getattr(error, "message", "")) + repr(getattr(error, "details", ""))
-        )
-    assert any("EncodeError" in (r.exc_text or "") or r.exc_info for r in caplog.records), [
-        r.getMessage() for r in caplog.records
-    ]
+    assert ended
+    for end in ended:
+        seen.text("what the agent saw", f"{end!r} {end}")
+        if isinstance(end, BaseException):
+            seen.error("the agent's error", end)
+    assert any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records]
     for record in caplog.records:
         seen.text(f"log {record.name}", record.getMessage())
         if record.exc_info and record.exc_info[1] is not None:
-            seen.text(
-                f"log {record.name} traceback",
-                "".join(traceback.format_exception(record.exc_info[1])),
-            )
+            seen.error(f"log {record.name} exception", record.exc_info[1])
     seen.text("caplog", caplog.text)
     assert seen.leaks() == []

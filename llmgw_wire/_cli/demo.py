@@ -27,11 +27,12 @@ from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
-import grpclib
-import grpclib.client
-import grpclib.const
-from grpclib.exceptions import StreamTerminatedError
 
+# C-core's own log lines are noise here (the children say what went wrong),
+# and it reads this once, when grpc is first imported.
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")
+
+from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.conversions import adopted_from_register, running_shard_from_spec
 from llmgw_wire.domain import (
     Ack,
@@ -47,12 +48,11 @@ from llmgw_wire.stream import (
     AgentSession,
     ControlPlane,
     ControlSession,
-    agent_message,
+    PeerUnavailable,
+    StreamError,
     connect,
-    control_message,
     start_server,
 )
-from llmgw_wire.stream.grpclib_codec import WireCodec
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
@@ -217,9 +217,9 @@ async def _expect(
             value = await session.recv(timeout)
         except asyncio.TimeoutError:
             raise _DemoError(f"no {what} from the {_other(session)} within {timeout:g} s") from None
-        except StreamTerminatedError as exc:
+        except PeerUnavailable as exc:
             raise _DemoError(
-                f"the stream with the {_other(session)} was lost before {what}: {exc}"
+                f"the stream with the {_other(session)} was lost before {what}: {exc.details}"
             ) from None
         if value is None:
             raise _DemoError(f"the {_other(session)} ended the stream before sending {what}")
@@ -256,13 +256,13 @@ class _DemoControlPlane(ControlPlane):
             await self._exchange(session)
         except _DemoError as exc:
             self._finish(exc)
-            raise grpclib.GRPCError(grpclib.const.Status.ABORTED, str(exc)) from None
+            raise StreamError(str(exc), code="ABORTED") from None
         except asyncio.CancelledError:
             self._finish(_DemoError(f"the stream with the {session} was lost before it ended"))
             raise
         except Exception as exc:
             self._finish(_DemoError(f"{type(exc).__name__}: {exc}"))
-            raise grpclib.GRPCError(grpclib.const.Status.INTERNAL, str(exc)) from None
+            raise StreamError(f"{type(exc).__name__}: {exc}", code="INTERNAL") from None
         self._finish(None)
 
     def _finish(self, error: Exception | None) -> None:
@@ -281,12 +281,12 @@ class _DemoControlPlane(ControlPlane):
         say(f"   adopted {len(registration.shards)} running shards: {_shards(registration.shards)}")
 
         ack = Ack(node.id, len(registration.shards), "registered; running shards adopted")
-        say(f"-> Ack, {len(bytes(control_message(ack)))} bytes: {ack.detail}")
+        say(f"-> Ack, {len(encode_envelope(ack))} bytes: {ack.detail}")
         await _bounded(session.send(ack), "sending the Ack", timeout)
         command = sample_command()
         spec = command.spec
         say(
-            f"-> StartShard {command.shard_id}, {len(bytes(control_message(command)))} bytes: "
+            f"-> StartShard {command.shard_id}, {len(encode_envelope(command))} bytes: "
             f"{spec.profile.engine} profile {spec.profile.name} on GPUs "
             f"{','.join(map(str, spec.gpu_indices))}, {_key(spec.api_key)}"
         )
@@ -320,12 +320,13 @@ class _DemoControlPlane(ControlPlane):
 async def _control_plane(report: _Reporter, port: int, timeout: float) -> None:
     plane = _DemoControlPlane(report, timeout)
     try:
-        server, bound = await start_server(plane, _HOST, port)
+        server = await start_server(plane, _HOST, port)
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         if exc.errno == errno.EADDRINUSE:
             reason += " (choose another port with --port, or 0 for a free one)"
         raise _DemoError(f"cannot listen on {_HOST}:{port}: {reason}") from None
+    bound = server.port
     try:
         report.send("listening", bound)
         report.say(f"listening on {_HOST}:{bound}")
@@ -342,36 +343,31 @@ async def _control_plane(report: _Reporter, port: int, timeout: float) -> None:
         report.send("result", "\n\n".join(render(node) for node in plane.nodes.values()))
     except BaseException:
         # The error says what went wrong; a peer that keeps its connection
-        # open must not turn it into a timeout while the server closes (since
-        # Python 3.12, closing waits for every connection).
-        server.close()
+        # open must not turn it into a timeout while the server stops.
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(server.wait_closed(), timeout)
+            await asyncio.wait_for(server.stop(grace=None), timeout)
         raise
-    server.close()
-    await _bounded(server.wait_closed(), "closing the server", timeout)
+    await _bounded(server.stop(grace=timeout), "stopping the server", timeout + 1)
 
 
 async def _agent(report: _Reporter, port: int, timeout: float) -> None:
-    async with grpclib.client.Channel(_HOST, port, codec=WireCodec()) as channel:
-        try:
-            async with connect(channel) as session:
-                # Each step has its own timeout; this one bounds the whole.
-                await asyncio.wait_for(_agent_exchange(session, report, timeout), 4 * timeout)
-        except ConnectionError as exc:
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            raise _DemoError(
-                f"cannot reach the control plane at {_HOST}:{port}: {reason}"
-            ) from None
-        except asyncio.TimeoutError:
-            raise _DemoError(f"the exchange took longer than {4 * timeout:g} s") from None
+    try:
+        async with connect(f"{_HOST}:{port}") as session:
+            # Each step has its own timeout; this one bounds the whole.
+            await asyncio.wait_for(_agent_exchange(session, report, timeout), 4 * timeout)
+    except PeerUnavailable as exc:
+        raise _DemoError(
+            f"cannot reach the control plane at {_HOST}:{port}: {exc.details}"
+        ) from None
+    except asyncio.TimeoutError:
+        raise _DemoError(f"the exchange took longer than {4 * timeout:g} s") from None
 
 
 async def _agent_exchange(session: AgentSession, report: _Reporter, timeout: float) -> None:
     say = report.say
     registration = sample_registration()
     say(
-        f"-> Register, {len(bytes(agent_message(registration)))} bytes: node "
+        f"-> Register, {len(encode_envelope(registration))} bytes: node "
         f"{registration.node.id}, {_gpus(registration)}, "
         f"{len(registration.shards)} running shards"
     )
@@ -397,7 +393,7 @@ async def _agent_exchange(session: AgentSession, report: _Reporter, timeout: flo
     ):
         say(
             f"-> ShardStatus {status.shard_id} {status.state.value}, "
-            f"{len(bytes(agent_message(status)))} bytes, {_placed(status)}"
+            f"{len(encode_envelope(status))} bytes, {_placed(status)}"
         )
         await _bounded(session.send(status), "sending a status", timeout)
 
@@ -432,8 +428,8 @@ def _child(conn: Connection, main: Callable[..., Any], port: int, timeout: float
     except _DemoError as exc:
         report.send("failed", str(exc))
         sys.exit(1)
-    except grpclib.GRPCError as exc:
-        report.send("failed", f"the call ended with {exc.status.name}: {exc.message}")
+    except StreamError as exc:
+        report.send("failed", f"the call ended with {exc.code}: {exc.details}")
         sys.exit(1)
     except Exception as exc:  # whatever it is, the demo's process must hear of it
         report.send("failed", f"{type(exc).__name__}: {exc}")
@@ -565,6 +561,8 @@ def run_demo(
         1 otherwise, after saying why and stopping both processes.
     """
     started = time.monotonic()
+    # Spawned, never forked: a forked child of a process with live grpc
+    # objects can hang.
     ctx = multiprocessing.get_context("spawn")
     children: list[_Child] = []
     # The children report their own timeouts; the demo's process waits a

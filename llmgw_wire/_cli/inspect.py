@@ -32,22 +32,20 @@ from typing import Any
 import attrs
 
 from llmgw_wire.codec import decode
+from llmgw_wire.codec.envelope import UnknownMember, envelope_codec
 from llmgw_wire.codec.json import make_json_converter
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand
 from llmgw_wire.errors import DecodeError, EncodeError
-from llmgw_wire.mapping import PAIRS, is_secret
-from llmgw_wire.stream import AGENT_ENVELOPE, CONTROL_ENVELOPE, EnvelopeType, Skipped
+from llmgw_wire.mapping import ENVELOPES, PAIRS, is_secret
 
 __all__ = ["TYPES", "add_arguments", "render_tree", "run"]
 
 _PACKAGE = "llmgw.v1."
 # The whole domain value of a message that carries more than one.
 _WHOLE = {"Register": Registration, "StartShard": ShardCommand}
-_ENVELOPES: dict[str, EnvelopeType[Any, Any]] = {
-    "AgentMessage": AGENT_ENVELOPE,
-    "ControlMessage": CONTROL_ENVELOPE,
-}
+# The stream's envelopes, by their short names.
+_ENVELOPES: tuple[str, ...] = tuple(e.wire.removeprefix(_PACKAGE) for e in ENVELOPES)
 
 
 def _types() -> dict[str, tuple[str, type | None]]:
@@ -148,11 +146,11 @@ def run(args: argparse.Namespace) -> int:
 def _decode(data: bytes, message: str, domain: type | None) -> object:
     if domain is not None:
         return decode(data, domain)
-    kind = _ENVELOPES[message]
-    value = kind.open(decode(data, kind.wire))
-    if isinstance(value, Skipped):
-        raise DecodeError(kind.name, value.reason)
-    return _Opened(message, kind.members[type(value)], value)
+    codec = envelope_codec(_PACKAGE + message)
+    value = codec.decode(data)
+    if isinstance(value, UnknownMember):
+        raise DecodeError(codec.name, value.reason)
+    return _Opened(message, codec.member_of(value), value)
 
 
 @attrs.frozen

@@ -44,6 +44,7 @@ import attrs
 from hypothesis import strategies as st
 
 from llmgw_wire.codec import converter, encode, wire_class
+from llmgw_wire.codec.cattrs_converter import betterproto2_classes
 from llmgw_wire.domain import (
     GPU,
     IMEX,
@@ -70,8 +71,18 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
-from llmgw_wire.mapping import STATE_NUMBERS, pair_for
-from llmgw_wire.mapping.rules import EPOCH, INT_RANGES, EpochMillis, Millis, Repeated, Rule, Scalar
+from llmgw_wire.mapping import ENVELOPES, STATE_MODELS, STATE_NUMBERS, Envelope, pair_for
+from llmgw_wire.mapping.rules import (
+    EPOCH,
+    INT_RANGES,
+    EpochMillis,
+    Messages,
+    Millis,
+    Repeated,
+    Rule,
+    Scalar,
+    StateEnum,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -856,8 +867,16 @@ def domain_values(cls: type[T], **options: Any) -> SearchStrategy[T]:
     return _BY_TYPE[cls](**options)
 
 
-# The wire classes that carry a shard state, and where it is in them.
-_STATE_FIELDS: dict[type, str] = {Registration: "running_shards", AdoptedShard: "", ShardReport: ""}
+def _state_field(model: type) -> str:
+    """Where the shard states of `model`'s message are: "" in the message itself, or a field."""
+    rules = pair_for(model).rules
+    if any(isinstance(rule, StateEnum) for rule in rules):
+        return ""
+    return next(rule.wire for rule in rules if isinstance(rule, Messages))
+
+
+# The models whose messages carry a shard state, and where it is in them.
+_STATE_FIELDS: dict[type, str] = {model: _state_field(model) for model in STATE_MODELS}
 
 
 @st.composite
@@ -921,14 +940,7 @@ def agent_messages() -> SearchStrategy[Any]:
                 registration = converter.structure(envelope.register, Registration)
                 assert registration.node.id == envelope.register.node_id
     """
-    from llmgw_wire.v1 import AgentMessage
-
-    return st.one_of(
-        wire_messages(Registration).map(lambda m: AgentMessage(register=m)),
-        wire_messages(ShardReport).map(lambda m: AgentMessage(shard_status=m)),
-        wire_messages(Heartbeat).map(lambda m: AgentMessage(heartbeat=m)),
-        st.builds(AgentMessage),
-    )
+    return _envelopes(ENVELOPES[0], none_weight=1)
 
 
 @_cached
@@ -943,14 +955,18 @@ def control_messages() -> SearchStrategy[Any]:
         def test_envelopes_cross_the_wire(envelope):
             assert decode(bytes(envelope), v1.ControlMessage) == envelope
     """
-    from llmgw_wire.v1 import ControlMessage
+    return _envelopes(ENVELOPES[1], none_weight=1)
 
-    return st.one_of(
-        wire_messages(ShardCommand).map(lambda m: ControlMessage(start_shard=m)),
-        wire_messages(StopCommand).map(lambda m: ControlMessage(stop_shard=m)),
-        wire_messages(Ack).map(lambda m: ControlMessage(ack=m)),
-        st.builds(ControlMessage),
-    )
+
+def _envelopes(envelope: Envelope, none_weight: int) -> SearchStrategy[Any]:
+    """Envelopes with each member of `envelope` in turn, and with none (a newer peer's)."""
+    wire = betterproto2_classes()[envelope.wire]
+
+    def wrap(member: str) -> Callable[[Any], Any]:
+        return lambda message: wire(**{member: message})
+
+    members = [wire_messages(domain).map(wrap(member)) for member, domain in envelope.members]
+    return st.one_of(*members, *[st.builds(wire)] * none_weight)
 
 
 # --- corrupted bytes -----------------------------------------------------------------

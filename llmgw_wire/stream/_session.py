@@ -1,0 +1,399 @@
+"""The sessions: domain values over a call that carries raw bytes.
+
+A session encodes what it sends and decodes what it reads itself
+(`llmgw_wire.codec.envelope`), so that an `EncodeError` reaches the caller of
+`send` and a bad message is seen for what it is; the transport below moves
+bytes only. Reading runs in a task of the session's own: a `recv` that times
+out loses nothing and leaves the call open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeAlias, TypeVar
+
+from llmgw_wire.codec.envelope import (
+    AGENT_MESSAGE,
+    CONTROL_MESSAGE,
+    UnknownMember,
+    envelope_codec,
+)
+from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
+from llmgw_wire.domain import Ack, Heartbeat, Registration, ShardCommand, ShardReport, StopCommand
+from llmgw_wire.errors import DecodeError, StreamClosed, StreamError
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
+    from llmgw_wire.codec.envelope import EnvelopeCodec
+    from llmgw_wire.stream._tls import PeerCertificate
+
+__all__ = [
+    "AgentSession",
+    "BadMessagePolicy",
+    "ControlSession",
+    "FromAgent",
+    "FromControl",
+]
+
+logger = logging.getLogger("llmgw_wire.stream")
+
+FromAgent: TypeAlias = Registration | ShardReport | Heartbeat
+"""What an agent sends on the stream."""
+
+FromControl: TypeAlias = ShardCommand | StopCommand | Ack
+"""What the control plane sends on the stream."""
+
+BadMessagePolicy: TypeAlias = Literal["skip", "end"]
+"""What a session does with a message it cannot decode: skip it (logged once) or end the call."""
+
+# How many received values a session holds before it stops reading (and
+# HTTP/2 flow control makes the peer wait).
+_READ_AHEAD = 8
+# Messages larger than this are decoded in a thread, so that one big
+# registration does not hold up every other agent's stream.
+_DECODE_OFF_LOOP_ABOVE = 256 * 1024
+
+S = TypeVar("S")
+R = TypeVar("R")
+
+
+class Call(Protocol):
+    """What a session needs of the transport: a call that moves bytes both ways."""
+
+    async def read(self) -> bytes | None:
+        """The next message's bytes; None once the peer has ended its side.
+
+        Raises:
+            StreamError: the call ended with an error status, or the connection failed.
+        """
+
+    async def write(self, data: bytes) -> None:
+        """Send one message's bytes.
+
+        Raises:
+            StreamError: the call is over.
+        """
+
+
+class _End:
+    """The end of what a peer sends: cleanly (`error` None) or not."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException | None) -> None:
+        self.error = error
+
+
+class _Session(Generic[S, R]):
+    """What both ends share: sending, and reading in a task of the session's own."""
+
+    _outbound_name: str
+    _inbound_name: str
+
+    def __init__(
+        self,
+        call: Call,
+        peer: str,
+        *,
+        on_bad_message: BadMessagePolicy = "skip",
+        max_message_size: int = DEFAULT_MAX_SIZE,
+        max_items: int = DEFAULT_MAX_ITEMS,
+    ) -> None:
+        if on_bad_message not in ("skip", "end"):
+            raise ValueError(f"Expected 'skip' or 'end', got {on_bad_message!r}")
+        self._call = call
+        self.peer = peer
+        self._outbound: EnvelopeCodec = envelope_codec(self._outbound_name)
+        self._inbound: EnvelopeCodec = envelope_codec(self._inbound_name)
+        self._on_bad_message = on_bad_message
+        self._max_size = max_message_size
+        self._max_items = max_items
+        self._inbox: asyncio.Queue[R | _End] = asyncio.Queue(maxsize=_READ_AHEAD)
+        self._end: _End | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._send_lock = asyncio.Lock()
+        self._warned: set[str] = set()
+        #: Bad messages skipped so far.
+        self.bad_messages = 0
+        #: Values received so far.
+        self.received = 0
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self}>"
+
+    def __str__(self) -> str:
+        return self.peer
+
+    async def send(self, value: S) -> None:
+        """Send `value` to the peer, in its envelope.
+
+        Raises:
+            EncodeError: a value the wire cannot carry, with its path; nothing is sent.
+            StreamError: code RESOURCE_EXHAUSTED, a message over the size
+                limit; nothing is sent, and the session stays usable.
+            TypeError: a value this end does not send.
+            StreamClosed: this side is closed, or the call is over.
+            PeerUnavailable: the connection is gone.
+        """
+        data = self._outbound.encode(value)
+        if len(data) > self._max_size:
+            # Refused here, so that the call stays usable: grpc would end it.
+            raise StreamError(
+                f"a {self._outbound.name} of {len(data)} bytes is over the limit of "
+                f"{self._max_size}; nothing was sent",
+                code="RESOURCE_EXHAUSTED",
+            )
+        async with self._send_lock:
+            await self._write(data)
+        logger.debug("sent %s to %s", type(value).__name__, self)
+
+    async def _write(self, data: bytes) -> None:
+        await self._call.write(data)
+
+    def start_reading(self) -> None:
+        """Start the session's reader, if it has not started yet."""
+        if self._reader is None:
+            self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def recv(self, timeout: float | None = None) -> R | None:
+        """The next value from the peer, or None once the peer has ended its side.
+
+        Envelopes with no member this version knows are skipped (and logged),
+        and so, by default, are messages that do not decode. After the end,
+        every call gives the same answer again.
+
+        Args:
+            timeout: seconds to wait at most; None waits as long as it takes.
+                A timeout loses nothing: the session stays usable.
+
+        Raises:
+            asyncio.TimeoutError: nothing arrived within `timeout` (the
+                built-in `TimeoutError` from Python 3.11).
+            StreamError: the call ended with an error status (a subclass
+                says which kind: `PeerUnavailable`, `PermissionDenied`, ...).
+            DecodeError: the peer sent a bad message and the policy is "end".
+        """
+        if self._end is None:
+            self.start_reading()
+            item = await asyncio.wait_for(self._inbox.get(), timeout)
+            if not isinstance(item, _End):
+                return item
+            # Left for any other task waiting in `recv`.
+            self._inbox.put_nowait(item)
+            self._end = item
+        if self._end.error is not None:
+            raise self._end.error
+        return None
+
+    def __aiter__(self) -> AsyncIterator[R]:
+        return self
+
+    async def __anext__(self) -> R:
+        value = await self.recv()
+        if value is None:
+            raise StopAsyncIteration
+        return value
+
+    async def _decode(self, data: bytes) -> object:
+        decode: Callable[[], object] = lambda: self._inbound.decode(  # noqa: E731
+            data, max_size=self._max_size, max_items=self._max_items
+        )
+        if len(data) > _DECODE_OFF_LOOP_ABOVE:
+            return await asyncio.to_thread(decode)
+        return decode()
+
+    async def _read(self) -> None:
+        error: BaseException | None = None
+        try:
+            while True:
+                data = await self._call.read()
+                if data is None:
+                    logger.info("%s ended its side of the stream", self)
+                    await self._inbound_ended()
+                    break
+                try:
+                    value = await self._decode(data)
+                except DecodeError as exc:
+                    if self._on_bad_message == "end":
+                        await self._bad_message_ends(exc)
+                        raise
+                    self.bad_messages += 1
+                    # One line, the error's own text: never a traceback.
+                    logger.warning("skipped a bad message from %s: %s", self, exc)
+                    continue
+                if isinstance(value, UnknownMember):
+                    self._skipped(value)
+                    continue
+                accepted = await self._accept(value)  # type: ignore[arg-type]
+                if accepted is None:
+                    continue
+                await self._inbox.put(accepted)
+        except asyncio.CancelledError:
+            raise
+        except (StreamError, DecodeError) as exc:
+            error = exc
+            logger.info("stream with %s ended: %s", self, exc)
+        except Exception as exc:  # handed to whoever reads the session
+            error = exc
+            logger.warning("stream with %s failed: %s: %s", self, type(exc).__name__, exc)
+        await self._inbox.put(_End(error))
+
+    def _skipped(self, skipped: UnknownMember) -> None:
+        # A newer peer may send its new kind of message often: say so once.
+        level = logging.DEBUG if skipped.reason in self._warned else logging.WARNING
+        self._warned.add(skipped.reason)
+        logger.log(level, "skipped a %s from %s: %s", skipped.envelope, self, skipped.reason)
+
+    async def _accept(self, value: R) -> R | None:
+        """The value to hand over for `value` (None: nothing); may end the call."""
+        logger.debug("received %s from %s", type(value).__name__, self)
+        self.received += 1
+        return value
+
+    async def _inbound_ended(self) -> None:
+        """What to do once the peer has ended its side."""
+
+    async def _bad_message_ends(self, error: DecodeError) -> None:
+        """End the call for a bad message (policy "end")."""
+        logger.warning("ending the stream with %s for a bad message: %s", self, error)
+
+    async def _stop_reading(self) -> None:
+        if self._reader is not None and not self._reader.done():
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self._end is None:
+            self._end = _End(None)
+
+
+class AgentSession(_Session[FromAgent, FromControl]):
+    """The agent's end of the stream, opened by `connect`.
+
+    `send` takes a `Registration`, a `ShardReport` or a `Heartbeat`; `recv`
+    and `async for` give `ShardCommand`, `StopCommand` and `Ack` values until
+    the control plane ends the call. Every value the control plane sent
+    before it ended the call is handed over first; then `recv` gives None for
+    status OK, or raises the `StreamError` for the error status
+    (`PeerUnavailable` when the control plane stopped or the connection was
+    lost: connect again).
+
+    Attributes:
+        peer: the control plane's address, for messages.
+    """
+
+    _outbound_name = AGENT_MESSAGE
+    _inbound_name = CONTROL_MESSAGE
+
+    def __init__(self, call: ClientCall, peer: str, **options: object) -> None:
+        super().__init__(call, peer, **options)  # type: ignore[arg-type]
+        self._client_call = call
+        self._closed = False
+
+    async def _write(self, data: bytes) -> None:
+        if self._closed:
+            raise StreamClosed(f"the stream to {self} is closed: nothing more can be sent")
+        await self._client_call.write(data)
+
+    async def close(self) -> None:
+        """End the agent's side of the stream: it sends nothing more.
+
+        The control plane sees the end of its `async for`; what it still sends
+        can be read until it ends the call. Closing twice does nothing.
+        """
+        async with self._send_lock:
+            if not self._closed:
+                self._closed = True
+                with contextlib.suppress(StreamError):
+                    await self._client_call.done_writing()
+
+
+class ClientCall(Call, Protocol):
+    """A call from the agent's side: it can also half-close and cancel."""
+
+    async def done_writing(self) -> None:
+        """Half-close: the agent sends nothing more."""
+
+    def cancel(self) -> None:
+        """Abandon the call."""
+
+
+class ControlSession(_Session[FromControl, FromAgent]):
+    """The control plane's end of one agent's stream, given to `ControlPlane.handle`.
+
+    `send` takes a `ShardCommand`, a `StopCommand` or an `Ack`; `recv` and
+    `async for` give `Registration`, `ShardReport` and `Heartbeat` values
+    until the agent ends its side. The call ends when `handle` returns.
+
+    A second `Registration` on the same stream is the agent's new view of the
+    same node (a GPU lost, a shard gone): it is handed over like the first.
+    A registration for another node id ends the call with INVALID_ARGUMENT
+    ("one stream carries one node"), and, with node identity on, one whose
+    node id the agent's certificate does not vouch for ends it with
+    PERMISSION_DENIED; neither reaches `handle`.
+
+    Attributes:
+        peer: the agent's address, for messages.
+        node_id: the node id of the registration received; None before.
+        metadata: the call's metadata (keys in lower case), e.g. a token.
+        certificate: the agent's verified client certificate (mutual TLS), else None.
+    """
+
+    _outbound_name = CONTROL_MESSAGE
+    _inbound_name = AGENT_MESSAGE
+
+    def __init__(
+        self,
+        call: Call,
+        peer: str,
+        *,
+        metadata: dict[str, str] | None = None,
+        check_node_id: Callable[[str], str | None] | None = None,
+        end: Callable[[StreamError], None] | None = None,
+        **options: object,
+    ) -> None:
+        super().__init__(call, peer, **options)  # type: ignore[arg-type]
+        self.node_id: str | None = None
+        self.metadata: dict[str, str] = dict(metadata or {})
+        self.certificate: PeerCertificate | None = None
+        self._check_node_id = check_node_id
+        self._end_call = end
+        self.registered = asyncio.Event()
+
+    def __str__(self) -> str:
+        if self.node_id is None:
+            return f"agent at {self.peer}"
+        return f"agent of node {self.node_id} at {self.peer}"
+
+    def _refuse(self, error: StreamError) -> None:
+        logger.warning("refused %s: %s", self, error)
+        if self._end_call is not None:
+            self._end_call(error)
+
+    async def _accept(self, value: FromAgent) -> FromAgent | None:
+        if isinstance(value, Registration):
+            node_id = value.node.id
+            if self.node_id is not None and node_id != self.node_id:
+                self._refuse(
+                    StreamError(
+                        f"one stream carries one node: registered as {self.node_id!r}, "
+                        f"then as {node_id!r}",
+                        code="INVALID_ARGUMENT",
+                    )
+                )
+                return None
+            if self._check_node_id is not None:
+                problem = self._check_node_id(node_id)
+                if problem is not None:
+                    self._refuse(StreamError(problem, code="PERMISSION_DENIED"))
+                    return None
+            self.node_id = node_id
+            self.registered.set()
+        return await super()._accept(value)
+
+    async def _bad_message_ends(self, error: DecodeError) -> None:
+        await super()._bad_message_ends(error)
+        if self._end_call is not None:
+            self._end_call(StreamError(str(error), code="INVALID_ARGUMENT"))
