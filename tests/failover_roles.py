@@ -29,7 +29,6 @@ import datetime as dt
 import resource
 import signal
 import sys
-from pathlib import Path
 
 import attrs
 
@@ -43,8 +42,8 @@ from llmgw_wire import (
     State,
     StopCommand,
 )
-from llmgw_wire import state as wire_state
 from llmgw_wire.codec import json as wire_json
+from llmgw_wire.store import SavedShard, ShardStore
 from llmgw_wire.stream import (
     AgentSession,
     Backoff,
@@ -94,11 +93,11 @@ PLACEMENT = Compute("cuda", ("cuda:4", "cuda:5", "cuda:6"), 40, 40)
 
 
 async def agent(target: str, directory: str, node_id: str) -> None:
-    store = Path(directory)
+    store = ShardStore(directory)
     node = sample_node()
 
     def registration() -> Registration:
-        states = [wire_state.load_shard_state(p) for p in sorted(store.glob("*.json"))]
+        states = store.load_all().shards
         inventory = wire_state_inventory()
         return registration_from_inventory(
             node_id,
@@ -118,8 +117,7 @@ async def agent(target: str, directory: str, node_id: str) -> None:
                 say("ACK", value.adopted_shards)
             elif isinstance(value, ShardCommand):
                 spec = attrs.evolve(value.spec, compute=PLACEMENT)
-                path = store / f"{spec.shard_id}.json"
-                wire_state.save_shard_state(path, wire_state.ShardState(spec, State.READY))
+                store.save(SavedShard(spec, State.READY))
                 say("STARTED", spec.shard_id)
                 await session.send(
                     ShardReport(spec.replica_id, spec.shard_id, State.READY, compute=PLACEMENT)

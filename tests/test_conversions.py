@@ -231,7 +231,7 @@ def test_api_key_never_in_a_repr() -> None:
     for text in (repr(spec), str(spec), repr(command), repr(attrs.evolve(command, spec=spec))):
         assert "sk-secret-123" not in text
         assert "sk-llmgw-demo-0000" not in text
-    assert "api_key='<redacted>'" in repr(spec)
+    assert "api_key=<secret str, not shown>" in repr(spec)
     assert "api_key=''" in repr(ShardSpec())
 
 
