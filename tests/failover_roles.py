@@ -35,7 +35,6 @@ import attrs
 from llmgw_wire import (
     Ack,
     Compute,
-    Inventory,
     Registration,
     ShardCommand,
     ShardReport,
@@ -55,7 +54,7 @@ from llmgw_wire.stream import (
     registration_from_inventory,
     start_server,
 )
-from llmgw_wire.testing.sample import sample_command, sample_node
+from llmgw_wire.testing.sample import sample_command, sample_inventory, sample_node
 
 
 def say(*words: object) -> None:
@@ -98,7 +97,7 @@ async def agent(target: str, directory: str, node_id: str) -> None:
 
     def registration() -> Registration:
         states = store.load_all().shards
-        inventory = wire_state_inventory()
+        inventory = sample_inventory()
         return registration_from_inventory(
             node_id,
             node.hostname,
@@ -126,18 +125,6 @@ async def agent(target: str, directory: str, node_id: str) -> None:
                 pass
 
     await keep_connected(target, registration, serve, backoff=Backoff(initial=0.5, maximum=2.0))
-
-
-def wire_state_inventory() -> Inventory:
-    node = sample_node()
-    return Inventory(
-        memory_total_mb=node.memory_total_mb,
-        host=node.host,
-        weights=node.weights,
-        storage=node.storage,
-        gpus=node.gpus,
-        imex=node.imex,
-    )
 
 
 CORDONED = "node is cordoned: registration refused by the control plane"

@@ -26,7 +26,7 @@ import llmgw_wire as wire
 from llmgw_wire import v1
 from llmgw_wire.codec import json as wire_json
 from llmgw_wire.store import SavedShard, ShardStore
-from llmgw_wire.testing.sample import sample_command, sample_node
+from llmgw_wire.testing.sample import sample_command, sample_inventory, sample_node
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,15 +64,7 @@ def agent_register(state: str, out: str) -> None:
     with ShardStore(state) as store:
         loaded = store.load_all()
     assert not loaded.errors, loaded.errors
-    node = sample_node()
-    inventory = wire.Inventory(
-        memory_total_mb=node.memory_total_mb,
-        host=node.host,
-        weights=node.weights,
-        storage=node.storage,
-        gpus=node.gpus,
-        imex=node.imex,
-    )
+    node, inventory = sample_node(), sample_inventory()
     register = wire.register_from_inventory(
         node.id,
         node.hostname,

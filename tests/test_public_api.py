@@ -125,7 +125,12 @@ SURFACE: dict[str, list[str]] = {
         "law_seed",
         "load_converter",
     ],
-    "llmgw_wire.testing.sample": ["sample_command", "sample_node", "sample_registration"],
+    "llmgw_wire.testing.sample": [
+        "sample_command",
+        "sample_inventory",
+        "sample_node",
+        "sample_registration",
+    ],
     "llmgw_wire.stream": [
         "CONNECT_ROUTE",
         "AgentSession",
