@@ -94,6 +94,20 @@ $(BUF_STAMP):
 interop-buf: $(STAMP) $(BUF_STAMP)
 	LLMGW_BUF=$(CURDIR)/$(BUF) $(BIN)/python -m pytest -q -p no:cacheprovider tests/compat/test_compat_buf.py
 
+## interop-go: the stream against real grpc-go peers, outside `make test`:
+## installs Go, grpc-go and protobuf-go from Debian when they are missing
+## (apt-get, as root), builds the Go agent and control plane from proto/ into
+## build/interop/bin/, then runs interop/tests; INTEROP_ARGS go to pytest
+interop-go: interop-go-build
+	$(BIN)/python -m pytest -q -p no:cacheprovider interop/tests $(INTEROP_ARGS)
+
+## interop-go-build: only the Go peers (and the packages they need)
+interop-go-build: $(STAMP)
+	interop/go/install-deps.sh
+	interop/go/build.sh
+
+.PHONY: interop-go interop-go-build
+
 ## interop: every check against real non-Python tools (CONTRIBUTING.md);
 ## the schema checker against buf, the stream against grpc-go peers
 interop: interop-buf interop-go
@@ -129,20 +143,6 @@ load: $(STAMP)
 	$(BIN)/python bench/load.py
 
 .PHONY: load
-
-## interop-go: the stream against real grpc-go peers, outside `make test`:
-## installs Go, grpc-go and protobuf-go from Debian when they are missing
-## (apt-get, as root), builds the Go agent and control plane from proto/ into
-## build/interop/bin/, then runs interop/tests; INTEROP_ARGS go to pytest
-interop-go: interop-go-build
-	$(BIN)/python -m pytest -q interop/tests $(INTEROP_ARGS)
-
-## interop-go-build: only the Go peers (and the packages they need)
-interop-go-build: $(STAMP)
-	interop/go/install-deps.sh
-	interop/go/build.sh
-
-.PHONY: interop-go interop-go-build
 
 ## docs: build the documentation site into site/, warnings as errors (Python >= 3.11);
 ## `make test` builds it too, in tests/test_docs.py

@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         StateFileError,
         WireError,
     )
+    from llmgw_wire.store import LoadedShards, SavedShard, ShardStore
 
 __all__ = [
     "GPU",
@@ -87,15 +88,18 @@ __all__ = [
     "Host",
     "Inventory",
     "JSONError",
+    "LoadedShards",
     "LocalWeights",
     "MIGDevice",
     "Node",
     "NodeState",
     "Profile",
     "Registration",
+    "SavedShard",
     "ShardCommand",
     "ShardReport",
     "ShardSpec",
+    "ShardStore",
     "State",
     "StateFileError",
     "StopCommand",
@@ -165,6 +169,9 @@ _HOMES: dict[str, str] = {
     "JSONError": "llmgw_wire.errors",
     "StateFileError": "llmgw_wire.errors",
     "WireError": "llmgw_wire.errors",
+    "LoadedShards": "llmgw_wire.store",
+    "SavedShard": "llmgw_wire.store",
+    "ShardStore": "llmgw_wire.store",
 }
 
 

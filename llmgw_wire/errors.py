@@ -4,7 +4,7 @@
     +-- EncodeError            a domain value the wire cannot carry
     +-- DecodeError            bytes that do not make the value asked for
     |   +-- JSONError
-    |       +-- StateFileError
+    |       +-- StateFileError a shard store's file, or the store itself
     +-- StreamError            how a call of the agent stream ended, by status code
         +-- PeerUnavailable    UNAVAILABLE: unreachable, lost, or stopping; retry
         +-- PermissionDenied   PERMISSION_DENIED / UNAUTHENTICATED
@@ -14,10 +14,19 @@
 
 Every error says what was expected, what was found, and where: a path into
 the value (`$.gpus[3].memory_total_mb`), the message type, or the file.
-Messages are built here and nowhere else, so that they read alike.
+Messages are built here and nowhere else, so that they read alike, and every
+value an error shows goes through one function, `shown`, that knows secrets:
+a value that is a secret (a field the schema marks `[debug_redact = true]`)
+is shown only as what type it is, and an error keeps in its attributes a
+`Redacted` stand-in, never the value.
 """
 
 from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+from collections.abc import Mapping
 
 __all__ = [
     "DecodeError",
@@ -26,12 +35,117 @@ __all__ = [
     "MessageRejected",
     "PeerUnavailable",
     "PermissionDenied",
+    "Redacted",
     "RegistrationTimeout",
     "StateFileError",
     "StreamClosed",
     "StreamError",
     "WireError",
+    "format_path",
+    "shown",
 ]
+
+#: The longest a value is shown in an error, in characters; longer ones are cut short.
+LONGEST_SHOWN = 60
+# Ints shown in full up to this many bits (about 60 digits): beyond, only their
+# size, since turning an int of more than 4300 digits into text raises.
+_LONGEST_INT_BITS = 200
+
+
+class Redacted:
+    """Stands for a secret's value, in an error's attributes and wherever it is shown.
+
+    It says only the type of what it replaces (`Redacted("bytes")`), which
+    helps find a mistyped secret without showing it.
+    """
+
+    __slots__ = ("type_name",)
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<secret {self.type_name}, not shown>"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Redacted) and other.type_name == self.type_name
+
+    def __hash__(self) -> int:
+        return hash((Redacted, self.type_name))
+
+    def __reduce__(self) -> tuple[type[Redacted], tuple[str]]:
+        return type(self), (self.type_name,)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= LONGEST_SHOWN else text[: LONGEST_SHOWN - 3] + "..."
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def shown(value: object, *, secret: bool = False, spelling: str = "python") -> str:
+    """`value` as an error shows it to a human: the one renderer of the library.
+
+    * A secret is never shown, only its type: `<secret bytes, not shown>`
+      (`a string (a secret, not shown)` in JSON spelling).
+    * Scalars (None, bool, int, float, str, bytes, enum members, dates and
+      durations) as their `repr` (or as JSON spells them, with
+      `spelling="json"`), cut short at `LONGEST_SHOWN` characters; an int of
+      more than about 60 digits only by its size.
+    * Anything else, a container or a model, only as what it is
+      (`a list of 3 items`, `a ShardSpec`): what it holds may be a secret.
+
+    Args:
+        value: what to show.
+        secret: whether `value` is a secret.
+        spelling: "python" for values of the domain, "json" for values of a
+            JSON document (`"a"`, `true`, `null`).
+    """
+    if isinstance(value, Redacted):
+        return repr(value)
+    if secret:
+        if spelling == "json":
+            return f"{_json_kind(value)} (a secret, not shown)"
+        return repr(Redacted(type(value).__name__))
+    if isinstance(value, int) and value.bit_length() > _LONGEST_INT_BITS:
+        return f"an int of {value.bit_length()} bits"
+    if spelling == "json":
+        return _json_kind(value) if isinstance(value, (list, dict)) else _cut(_json(value))
+    return _python(value)
+
+
+def _json(value: object) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate: escaped, so that the message can be printed and logged.
+        return json.dumps(value)
+    return text
+
+
+_SCALARS = (type(None), bool, int, float, str, bytes, enum.Enum, dt.date, dt.time, dt.timedelta)
+
+
+def _python(value: object) -> str:
+    if isinstance(value, _SCALARS):
+        return _cut(repr(value))
+    if isinstance(value, (list, tuple, set, frozenset, bytearray, Mapping)):
+        count = len(value)
+        return f"a {type(value).__name__} of {count} item{'' if count == 1 else 's'}"
+    return f"a {type(value).__name__}"
 
 
 class WireError(Exception):
@@ -51,15 +165,26 @@ class EncodeError(WireError, ValueError):
 
     Attributes:
         expected: what the wire field takes, e.g. "int32".
-        got: the offending value.
+        got: the offending value; for a secret, a `Redacted` stand-in.
         path: where it is, as attribute names and sequence indices.
+        secret: whether the offending value is a secret.
     """
 
-    def __init__(self, expected: str, got: object, path: tuple[str | int, ...] = ()) -> None:
+    def __init__(
+        self,
+        expected: str,
+        got: object,
+        path: tuple[str | int, ...] = (),
+        *,
+        secret: bool = False,
+    ) -> None:
+        if secret and not isinstance(got, Redacted):
+            got = Redacted(type(got).__name__)
         self.expected = expected
         self.got = got
         self.path = path
-        super().__init__(f"Expected `{expected}`, got {got!r} - at `{format_path(path)}`")
+        self.secret = secret or isinstance(got, Redacted)
+        super().__init__(f"Expected `{expected}`, got {shown(got)} - at `{format_path(path)}`")
 
     def __reduce__(self) -> tuple[type[EncodeError], tuple[str, object, tuple[str | int, ...]]]:
         return type(self), (self.expected, self.got, self.path)
@@ -94,17 +219,22 @@ class JSONError(DecodeError):
 
 
 class StateFileError(JSONError):
-    """A shard's state file that cannot be loaded: not JSON, of an unknown format, or mistyped.
+    """A shard store's file that cannot be saved, loaded or deleted, or its directory.
+
+    Raised by `llmgw_wire.store.ShardStore` for every failure: a file that is
+    not JSON, of an unknown format, mistyped, too large or not a regular
+    file; a value the wire cannot carry; a full filesystem or another
+    `OSError`, whose reason it gives.
 
     Attributes:
-        file: the file, as it was given.
+        file: the file (or the store's directory).
         reason: what was wrong.
         path: where inside the document, when known.
     """
 
     def __init__(self, file: str, reason: str, path: tuple[str | int, ...] = ()) -> None:
         self.file = file
-        self.message_type = "ShardState"
+        self.message_type = "SavedShard"
         self.reason = reason
         self.path = path
         where = f" - at `{format_path(path)}`" if path else ""

@@ -29,22 +29,20 @@ import datetime as dt
 import resource
 import signal
 import sys
-from pathlib import Path
 
 import attrs
 
 from llmgw_wire import (
     Ack,
     Compute,
-    Inventory,
     Registration,
     ShardCommand,
     ShardReport,
     State,
     StopCommand,
 )
-from llmgw_wire import state as wire_state
 from llmgw_wire.codec import json as wire_json
+from llmgw_wire.store import SavedShard, ShardStore
 from llmgw_wire.stream import (
     AgentSession,
     Backoff,
@@ -56,7 +54,7 @@ from llmgw_wire.stream import (
     registration_from_inventory,
     start_server,
 )
-from llmgw_wire.testing.sample import sample_command, sample_node
+from llmgw_wire.testing.sample import sample_command, sample_inventory, sample_node
 
 
 def say(*words: object) -> None:
@@ -94,12 +92,12 @@ PLACEMENT = Compute("cuda", ("cuda:4", "cuda:5", "cuda:6"), 40, 40)
 
 
 async def agent(target: str, directory: str, node_id: str) -> None:
-    store = Path(directory)
+    store = ShardStore(directory)
     node = sample_node()
 
     def registration() -> Registration:
-        states = [wire_state.load_shard_state(p) for p in sorted(store.glob("*.json"))]
-        inventory = wire_state_inventory()
+        states = store.load_all().shards
+        inventory = sample_inventory()
         return registration_from_inventory(
             node_id,
             node.hostname,
@@ -118,8 +116,7 @@ async def agent(target: str, directory: str, node_id: str) -> None:
                 say("ACK", value.adopted_shards)
             elif isinstance(value, ShardCommand):
                 spec = attrs.evolve(value.spec, compute=PLACEMENT)
-                path = store / f"{spec.shard_id}.json"
-                wire_state.save_shard_state(path, wire_state.ShardState(spec, State.READY))
+                store.save(SavedShard(spec, State.READY))
                 say("STARTED", spec.shard_id)
                 await session.send(
                     ShardReport(spec.replica_id, spec.shard_id, State.READY, compute=PLACEMENT)
@@ -128,18 +125,6 @@ async def agent(target: str, directory: str, node_id: str) -> None:
                 pass
 
     await keep_connected(target, registration, serve, backoff=Backoff(initial=0.5, maximum=2.0))
-
-
-def wire_state_inventory() -> Inventory:
-    node = sample_node()
-    return Inventory(
-        memory_total_mb=node.memory_total_mb,
-        host=node.host,
-        weights=node.weights,
-        storage=node.storage,
-        gpus=node.gpus,
-        imex=node.imex,
-    )
 
 
 CORDONED = "node is cordoned: registration refused by the control plane"

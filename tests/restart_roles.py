@@ -1,16 +1,16 @@
 """The processes of the restart story, one role per run: `python restart_roles.py ROLE ARGS...`.
 
 Each role is what one service does at one moment, and talks to the others
-only through the files it is given: the bytes of a wire message, or a
-shard's state file.
+only through the files it is given: the bytes of a wire message, or the
+agent's shard store (a directory).
 
     control-start OUT               the control plane sends a StartShard
-    agent-start IN STATE [COMPUTE]  an agent starts the shard, learns its compute
-                                    placement (JSON), saves its state, and exits
-    agent-register STATE OUT        a new agent loads the state and registers
+    agent-start IN STORE [COMPUTE]  an agent starts the shard, learns its compute
+                                    placement (JSON), saves it in its store, and exits
+    agent-register STORE OUT        a new agent loads its store and registers
     control-adopt IN                a new control plane adopts what the agent
                                     runs, and prints the adopted shards as JSON
-    writer STATE                    saves two states in turn until killed
+    writer STORE                    saves two states in turn until killed
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ from typing import TYPE_CHECKING
 import attrs
 
 import llmgw_wire as wire
-from llmgw_wire import state as wire_state
 from llmgw_wire import v1
 from llmgw_wire.codec import json as wire_json
-from llmgw_wire.testing.sample import sample_command, sample_node
+from llmgw_wire.store import SavedShard, ShardStore
+from llmgw_wire.testing.sample import sample_command, sample_inventory, sample_node
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
 #: The writer's two states: a shard starting, then ready with its placement.
 WRITER_STATES = (
-    wire_state.ShardState(sample_command().spec, wire.State.STARTING),
-    wire_state.ShardState(
+    SavedShard(sample_command().spec, wire.State.STARTING),
+    SavedShard(
         attrs.evolve(
             sample_command().spec, compute=wire.Compute("cuda", ("cuda:4", "cuda:5"), 61, 61)
         ),
@@ -56,20 +56,15 @@ def agent_start(message: str, state: str, compute: str | None = None) -> None:
     if compute is not None:
         # What the engine reported once it had loaded the model.
         spec = attrs.evolve(spec, compute=wire.from_json(compute, wire.Compute))
-    wire_state.save_shard_state(state, wire_state.ShardState(spec, wire.State.READY))
+    with ShardStore(state) as store:
+        store.save(SavedShard(spec, wire.State.READY))
 
 
 def agent_register(state: str, out: str) -> None:
-    saved = wire_state.load_shard_state(state)
-    node = sample_node()
-    inventory = wire.Inventory(
-        memory_total_mb=node.memory_total_mb,
-        host=node.host,
-        weights=node.weights,
-        storage=node.storage,
-        gpus=node.gpus,
-        imex=node.imex,
-    )
+    with ShardStore(state) as store:
+        loaded = store.load_all()
+    assert not loaded.errors, loaded.errors
+    node, inventory = sample_node(), sample_inventory()
     register = wire.register_from_inventory(
         node.id,
         node.hostname,
@@ -78,7 +73,7 @@ def agent_register(state: str, out: str) -> None:
         node.labels,
         inventory,
         node.fabrics,
-        running=[wire.running_shard_from_spec(saved.spec, saved.state)],
+        running=[wire.running_shard_from_spec(s.spec, s.state) for s in loaded.shards],
     )
     Path(out).write_bytes(bytes(register))
 
@@ -91,12 +86,13 @@ def control_adopt(message: str) -> None:
 
 
 def writer(state: str) -> None:
-    wire_state.save_shard_state(state, WRITER_STATES[0])
+    store = ShardStore(state)
+    store.save(WRITER_STATES[0])
     print("ready", flush=True)
     deadline = time.monotonic() + _WRITER_LIFETIME_S
     while time.monotonic() < deadline:
         for value in WRITER_STATES[::-1]:
-            wire_state.save_shard_state(state, value)
+            store.save(value)
 
 
 ROLES: dict[str, Callable[..., None]] = {

@@ -12,7 +12,6 @@ from llmgw_wire import (
     AdoptedShard,
     Compute,
     GPUFabric,
-    Inventory,
     MIGDevice,
     Node,
     NodeState,
@@ -34,7 +33,12 @@ from llmgw_wire import (
     state_to_wire,
     v1,
 )
-from llmgw_wire.testing.sample import sample_command, sample_node, sample_registration
+from llmgw_wire.testing.sample import (
+    sample_command,
+    sample_inventory,
+    sample_node,
+    sample_registration,
+)
 
 STATES = [
     (State.PENDING, v1.ShardStatusState.PENDING),
@@ -176,15 +180,7 @@ def test_start_shard_and_back() -> None:
 
 
 def test_register_from_inventory() -> None:
-    node = sample_node()
-    inventory = Inventory(
-        memory_total_mb=node.memory_total_mb,
-        host=node.host,
-        weights=node.weights,
-        storage=node.storage,
-        gpus=node.gpus,
-        imex=node.imex,
-    )
+    node, inventory = sample_node(), sample_inventory()
     running = [running_shard_from_spec(sample_command().spec, State.STARTING)]
     register = register_from_inventory(
         node.id,
@@ -231,7 +227,7 @@ def test_api_key_never_in_a_repr() -> None:
     for text in (repr(spec), str(spec), repr(command), repr(attrs.evolve(command, spec=spec))):
         assert "sk-secret-123" not in text
         assert "sk-llmgw-demo-0000" not in text
-    assert "api_key='<redacted>'" in repr(spec)
+    assert "api_key=<secret str, not shown>" in repr(spec)
     assert "api_key=''" in repr(ShardSpec())
 
 

@@ -42,6 +42,7 @@ MODELS = [
     "Storage",
 ]
 ERRORS = ["DecodeError", "EncodeError", "JSONError", "StateFileError", "WireError"]
+STORE = ["LoadedShards", "SavedShard", "ShardStore"]
 STREAM_ERRORS = [
     "MessageRejected",
     "PeerUnavailable",
@@ -69,6 +70,7 @@ SURFACE: dict[str, list[str]] = {
         *MODELS,
         *ERRORS,
         *CONVERSIONS,
+        *STORE,
         "__version__",
         "converter",
         "decode",
@@ -77,7 +79,7 @@ SURFACE: dict[str, list[str]] = {
         "to_json",
     ],
     "llmgw_wire.domain": [*MODELS, "FrozenMap"],
-    "llmgw_wire.errors": [*ERRORS, *STREAM_ERRORS],
+    "llmgw_wire.errors": [*ERRORS, *STREAM_ERRORS, "Redacted", "format_path", "shown"],
     "llmgw_wire.conversions": CONVERSIONS,
     "llmgw_wire.codec": [
         "DEFAULT_MAX_ITEMS",
@@ -95,13 +97,25 @@ SURFACE: dict[str, list[str]] = {
         "NOT_CARRIED",
         "PAIRS",
         "PAIRS_WITH_MESSAGE",
+        "SECRET_ATTRIBUTES",
+        "SECRET_FIELDS",
         "STATES_BY_NUMBER",
         "STATE_MODELS",
         "STATE_NUMBERS",
         "Envelope",
         "Pair",
+        "is_secret",
         "pair_for",
     ],
+    "llmgw_wire.mapping.secrets": [
+        "SECRET_ATTRIBUTES",
+        "SECRET_FIELDS",
+        "is_secret",
+        "marked_secret",
+        "redact_domain_reprs",
+        "secret_attributes",
+    ],
+    "llmgw_wire.v1.redaction": ["SECRET_FIELDS", "descriptor_set", "redact_reprs", "secret_fields"],
     "llmgw_wire.testing.laws": ["LAWS", "MODELS", "Law", "law_named", "model_named", "redacted"],
     "llmgw_wire.testing.fuzz": [
         "DEFAULT_EXAMPLES",
@@ -111,7 +125,12 @@ SURFACE: dict[str, list[str]] = {
         "law_seed",
         "load_converter",
     ],
-    "llmgw_wire.testing.sample": ["sample_command", "sample_node", "sample_registration"],
+    "llmgw_wire.testing.sample": [
+        "sample_command",
+        "sample_inventory",
+        "sample_node",
+        "sample_registration",
+    ],
     "llmgw_wire.stream": [
         "CONNECT_ROUTE",
         "AgentSession",
@@ -147,7 +166,13 @@ SURFACE: dict[str, list[str]] = {
         "encode_envelope",
         "envelope_codec",
     ],
-    "llmgw_wire.state": ["FORMAT", "ShardState", "load_shard_state", "save_shard_state"],
+    "llmgw_wire.store": [
+        *STORE,
+        "DEFAULT_MAX_FILE_SIZE",
+        "FORMAT",
+        "READS",
+        "file_name",
+    ],
     "llmgw_wire.compat": [
         "CATEGORIES",
         "FORMATS",

@@ -2,7 +2,7 @@
 
 The story runs in real processes (`restart_roles.py`), each of which knows
 only the files it is handed: the control plane's StartShard bytes, the
-agent's state file, the agent's Register bytes. The compute placement the
+agent's shard store, the agent's Register bytes. The compute placement the
 first agent learned must reach a control plane that never saw it.
 """
 
@@ -21,9 +21,10 @@ import pytest
 from restart_roles import WRITER_STATES
 
 import llmgw_wire as wire
-from llmgw_wire import state as wire_state
 from llmgw_wire import v1
 from llmgw_wire.codec import json as wire_json
+from llmgw_wire.errors import StateFileError
+from llmgw_wire.store import ShardStore
 from llmgw_wire.testing.sample import sample_command
 
 ROLES = Path(__file__).with_name("restart_roles.py")
@@ -47,7 +48,7 @@ def run(role: str, *args: str | Path, cwd: Path) -> str:
 
 
 def restart_story(tmp_path: Path, compute: wire.Compute | None) -> list[wire.AdoptedShard]:
-    start, state, register = tmp_path / "start.bin", tmp_path / "shard.json", tmp_path / "reg.bin"
+    start, state, register = tmp_path / "start.bin", tmp_path / "shards", tmp_path / "reg.bin"
     run("control-start", start, cwd=tmp_path)
     learned = () if compute is None else (wire.to_json(compute),)
     run("agent-start", start, state, *learned, cwd=tmp_path)
@@ -79,7 +80,8 @@ def test_compute_survives_agent_and_control_plane_restarts(tmp_path: Path) -> No
         compute=COMPUTE,
         endpoint="http://10.40.7.17:8020",
     )
-    saved = wire_state.load_shard_state(tmp_path / "shard.json")
+    saved = ShardStore(tmp_path / "shards").load(spec.shard_id)
+    assert saved is not None
     # The state file kept the key the engine needs; the wire did not carry it back.
     assert saved.spec.api_key == "sk-llmgw-demo-0000"
     assert b"sk-llmgw-demo-0000" not in (tmp_path / "reg.bin").read_bytes()
@@ -133,7 +135,8 @@ def test_a_shard_report_without_compute_has_none_on_the_wire() -> None:
 
 
 def test_a_writer_killed_at_any_instant_leaves_the_old_state_or_the_new(tmp_path: Path) -> None:
-    state = tmp_path / "shard.json"
+    state = tmp_path / "shards"
+    shard_id = WRITER_STATES[0].spec.shard_id
     rng = random.Random(20261007)
     for _ in range(KILLS):
         writer = subprocess.Popen(
@@ -152,25 +155,26 @@ def test_a_writer_killed_at_any_instant_leaves_the_old_state_or_the_new(tmp_path
             if writer.stdout is not None:
                 writer.stdout.close()
         assert writer.returncode == -signal.SIGKILL
-        assert wire_state.load_shard_state(state) in WRITER_STATES
-    leftovers = [name for name in os.listdir(tmp_path) if name != "shard.json"]
-    assert all(name.startswith(".shard.json.") and name.endswith(".tmp") for name in leftovers)
+        # Reopened as the next agent would: the old state or the new, and no leftovers.
+        with ShardStore(state) as store:
+            assert store.load(shard_id) in WRITER_STATES
+        assert os.listdir(state) == [store.path_for(shard_id).name]
 
 
-@pytest.mark.parametrize("failing", ["replace", "fsync"])
+@pytest.mark.parametrize("failing", ["rename", "fsync"])
 def test_a_crash_before_the_rename_leaves_the_old_state_and_no_temporary_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
     old, new = WRITER_STATES
-    state = tmp_path / "shard.json"
-    wire_state.save_shard_state(state, old)
+    store = ShardStore(tmp_path / "shards")
+    store.save(old)
 
-    def crash(*args: object) -> None:
+    def crash(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, failing, crash)
-    with pytest.raises(OSError, match="No space left on device"):
-        wire_state.save_shard_state(state, new)
+    with pytest.raises(StateFileError, match="No space left on device"):
+        store.save(new)
     monkeypatch.undo()
-    assert wire_state.load_shard_state(state) == old
-    assert os.listdir(tmp_path) == ["shard.json"]
+    assert store.load(old.spec.shard_id) == old
+    assert os.listdir(tmp_path / "shards") == [store.path_for(old.spec.shard_id).name]

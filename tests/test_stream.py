@@ -51,7 +51,12 @@ from llmgw_wire.stream import (
     registration_from_inventory,
     start_server,
 )
-from llmgw_wire.testing.sample import sample_command, sample_node, sample_registration
+from llmgw_wire.testing.sample import (
+    sample_command,
+    sample_inventory,
+    sample_node,
+    sample_registration,
+)
 from llmgw_wire.v1 import AgentMessage, Register
 
 if TYPE_CHECKING:
@@ -679,7 +684,7 @@ def test_registration_from_inventory_is_what_the_control_plane_decodes() -> None
         node.hostname,
         node.mgmt_addr,
         node.agent_version,
-        wire_inventory(node),
+        sample_inventory(),
         labels=node.labels,
         fabrics=node.fabrics,
         running=[(spec, State.READY)],
@@ -694,19 +699,6 @@ def test_registration_from_inventory_is_what_the_control_plane_decodes() -> None
     )
     assert shard.endpoint == f"http://{spec.leader_addr}:{spec.http_port}"
     assert decode_envelope(encode_envelope(registration), AGENT_MESSAGE) == registration
-
-
-def wire_inventory(node: Node) -> Any:
-    from llmgw_wire import Inventory
-
-    return Inventory(
-        memory_total_mb=node.memory_total_mb,
-        host=node.host,
-        weights=node.weights,
-        storage=node.storage,
-        gpus=node.gpus,
-        imex=node.imex,
-    )
 
 
 # --- reconnecting -------------------------------------------------------------------------

@@ -79,7 +79,7 @@ HOME_MODULES = (
     "llmgw_wire.codec",
     "llmgw_wire.errors",
     "llmgw_wire.codec.json",
-    "llmgw_wire.state",
+    "llmgw_wire.store",
 )
 
 # Rules whose attribute is not carried by a wire field of its own message.

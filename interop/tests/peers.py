@@ -390,19 +390,23 @@ def start_control_plane(
     tls: TLSFiles | None = None,
     mutual_tls: bool = True,
     listen: str = "127.0.0.1:0",
+    start_padding: int = 0,
     extra_args: Sequence[str] = (),
     startup_timeout: float = STARTUP_TIMEOUT,
 ) -> ControlPlanePeer:
     """Start the Go control plane and wait until it listens.
 
-    `scenario` is ``graceful``, ``status`` or ``serve`` (see the module
-    docstring of ``interop/go/controlplane``); `gzip` compresses every
-    message it sends; `tls` serves TLS, mutual unless `mutual_tls` is false.
+    `scenario` is ``graceful``, ``status``, ``serve`` or ``bad-then-good``
+    (see the docs page "Interop with grpc-go"); `gzip` compresses every
+    message it sends; `tls` serves TLS, mutual unless `mutual_tls` is false;
+    `start_padding` adds that many bytes to every StartShard.
 
     Raises:
         PeerError: it exited, or did not listen within `startup_timeout` seconds.
     """
     args = ["--listen", listen, "--scenario", scenario, *extra_args]
+    if start_padding:
+        args += ["--start-padding", str(start_padding)]
     if gzip:
         args.append("--gzip")
     if tls is not None:

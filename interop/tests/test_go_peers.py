@@ -170,3 +170,58 @@ def test_server_only_tls(peers: Peers, tls_files: TLSFiles) -> None:
     cp = peers.control_plane("serve", tls=tls_files, mutual_tls=False)
     agent = run_agent(cp.target, tls=tls_files, client_cert=False, close_after=2)
     assert (agent.returncode, agent.status) == (0, ("OK", ""))
+
+
+def test_stop_cases_over_mutual_tls(tls_files: TLSFiles) -> None:
+    # over TLS the control plane reads its frames above the TLS layer
+    for scenario, want in (
+        ("graceful", (["ack", "start_shard", "stop_shard"], ("OK", ""))),
+        ("status", (["ack"], ("FAILED_PRECONDITION", STATUS_MESSAGE))),
+    ):
+        cp = start_control_plane(scenario, tls=tls_files)
+        try:
+            agent = run_agent(cp.target, tls=tls_files)
+            assert cp.wait() == 0, cp.describe()
+        finally:
+            cp.stop()
+        assert (kinds(agent.recv), agent.status) == want, agent.description
+        assert cp.lines[-1] == "DONE"
+
+
+def test_bad_then_good_from_a_go_control_plane(peers: Peers) -> None:
+    # what a Python agent must refuse, then go on reading: the StopShard behind it
+    cp = peers.control_plane("bad-then-good")
+    agent = run_agent(cp.target, close_after=4)
+    assert (agent.returncode, agent.status) == (0, ("OK", ""))
+    assert kinds(agent.recv) == ["ack", "start_shard", "stop_shard", "start_shard"]
+    bad = agent.recv[1]["start_shard"]
+    assert (bad["shard_id"], bad["startup_timeout_ms"]) == ("go-agent-1-bad", str(2**63 - 1))
+    assert agent.recv[3]["start_shard"]["startup_timeout_ms"] == "600000"
+    assert agent.recv == cp.sent()
+
+
+def test_a_start_over_the_receivers_limit(peers: Peers) -> None:
+    # grpc-go's own 4 MiB receive limit refuses it: the padding really is on the wire
+    cp = peers.control_plane("serve", start_padding=5 * 2**20)
+    agent = run_agent(cp.target, close_after=2)
+    assert agent.returncode == 0
+    assert agent.status is not None
+    assert agent.status[0] == "RESOURCE_EXHAUSTED", agent.description
+    assert kinds(agent.recv) == ["ack"]
+
+
+def test_a_killed_control_plane_comes_back_on_its_port(peers: Peers) -> None:
+    # the kill -9 failover: the agent's call breaks, a new control plane takes the port
+    first = peers.control_plane("serve")
+    agent = peers.agent(first.target)
+    agent.wait_for("RECV", count=2)
+    first.kill()
+    assert agent.wait() == 0
+    status = agent.status()
+    assert status is not None
+    assert status[0] == "UNAVAILABLE", agent.describe()
+    second = peers.control_plane("serve", listen=first.target)
+    assert second.port == first.port
+    again = run_agent(second.target, close_after=2)
+    assert (again.returncode, again.status) == (0, ("OK", ""))
+    assert kinds(again.recv) == ["ack", "start_shard"]

@@ -10,8 +10,9 @@ stream's envelopes, `AgentMessage` and `ControlMessage`, show the member they
 carry, keyed by its name as in protobuf's JSON.
 
 The value is printed as JSON (the library's JSON codec, `--format json`, the
-default) or as an indented tree (`--format tree`). Secrets (`api_key`) are
-left out of JSON and shown as `<redacted>` in a tree, unless `--show-secrets`.
+default) or as an indented tree (`--format tree`). Secrets (the fields the
+schema marks `[debug_redact = true]`, such as `api_key`) are left out of JSON
+and shown as `<redacted>` in a tree, unless `--show-secrets`.
 
 Exit status: 0 when the bytes decode; 1 when they are not a message of that
 type (or cannot be read), with a message naming the type and the problem;
@@ -36,7 +37,7 @@ from llmgw_wire.codec.json import make_json_converter
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand
 from llmgw_wire.errors import DecodeError, EncodeError
-from llmgw_wire.mapping import ENVELOPES, PAIRS
+from llmgw_wire.mapping import ENVELOPES, PAIRS, is_secret
 
 __all__ = ["TYPES", "add_arguments", "render_tree", "run"]
 
@@ -193,7 +194,7 @@ def render_tree(value: object, *, show_secrets: bool = False) -> str:
 def _attributes(value: Any, depth: int, lines: list[str], show_secrets: bool) -> None:
     for field in attrs.fields(type(value)):
         item = getattr(value, field.name)
-        if field.metadata.get("secret") and item and not show_secrets:
+        if is_secret(type(value), field.name) and item and not show_secrets:
             lines.append(f"{'  ' * depth}{field.name}: <redacted>")
         else:
             _item(field.name, item, depth, lines, show_secrets)

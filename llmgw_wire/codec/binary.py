@@ -94,8 +94,12 @@ def _make_encoder(
         try:
             fill(value, message)
         except REFUSED as exc:
-            raise explain_encode(value, domain, exc) from None
-        return serialize(message)  # type: ignore[no-any-return]
+            refused = exc
+        else:
+            return serialize(message)  # type: ignore[no-any-return]
+        # Explained and raised outside the handler: the refusal (upb's own
+        # error may quote a string, a secret's included) is chained to nothing.
+        raise explain_encode(value, domain, refused)
 
     return encode
 

@@ -60,7 +60,9 @@ def _guard_unstructure(fn: Callable[[Any], T], domain: type) -> Callable[[Any], 
         try:
             return fn(value)
         except REFUSED as exc:
-            raise explain_encode(value, domain, exc) from None
+            refused = exc
+        # Raised outside the handler, so that no chained error quotes a value.
+        raise explain_encode(value, domain, refused)
 
     unstructure.__name__ = f"unstructure_{domain.__name__}"
     return unstructure

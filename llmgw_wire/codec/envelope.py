@@ -122,7 +122,13 @@ class EnvelopeCodec:
             # Filling a member sets it, and only it: a oneof holds one member.
             fill(value, getattr(envelope, member))
         except REFUSED as exc:
-            raise explain_encode(value, domain, exc) from None
+            refused: BaseException | None = exc
+        else:
+            refused = None
+        if refused is not None:
+            # Raised outside the handler: upb's refusal may quote a string (a
+            # secret's included), and it must not stay chained to the error.
+            raise explain_encode(value, domain, refused)
         if self._sort[domain]:
             return envelope.SerializeToString(deterministic=True)  # type: ignore[no-any-return]
         return envelope.SerializeToString()  # type: ignore[no-any-return]

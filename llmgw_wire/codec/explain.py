@@ -28,7 +28,10 @@ def explain_encode(value: object, domain: type, exc: BaseException) -> EncodeErr
     try:
         explain_value(value, ())
     except EncodeError as error:
-        return error
+        # Neither the context (upb's error quotes the string it refused) nor
+        # the frames (their locals hold the value) go with it.
+        error.__context__ = error.__cause__ = None
+        return error.with_traceback(None)
     # The fast path refused what the checks accept: a bug here, not bad input.
     raise AssertionError(f"{domain.__name__} refused but not explained") from exc
 

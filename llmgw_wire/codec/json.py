@@ -23,9 +23,10 @@ So every value a dump accepts loads back equal to itself. A dump is checked by
 loading it: a value of the wrong type (a string `rank`) is refused when it is
 written, not when it is read back.
 
-Secrets, the attributes marked `{"secret": True}` in their metadata
-(`ShardSpec.api_key`), are left out of dumps unless asked for with
-`include_secrets=True`. A dump without them loads with the secret empty, never
+Secrets, the attributes whose wire field the schema marks
+`[debug_redact = true]` (`ShardSpec.api_key`; `llmgw_wire.mapping.SECRET_ATTRIBUTES`),
+are left out of dumps unless asked for with `include_secrets=True`, and an
+error about one shows only its type. A dump without them loads with the secret empty, never
 with a placeholder that could pass for a key.
 
 Errors are the library's: `JSONError` (a `DecodeError`) with the path inside
@@ -37,6 +38,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
+import sys
 import types
 import typing
 from collections import Counter
@@ -58,8 +60,8 @@ from cattrs.preconf.json import JsonConverter, configure_converter
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.domain import FrozenMap, State
-from llmgw_wire.errors import EncodeError, JSONError
-from llmgw_wire.mapping import PAIRS
+from llmgw_wire.errors import EncodeError, JSONError, Redacted, shown
+from llmgw_wire.mapping import PAIRS, is_secret
 from llmgw_wire.mapping.rules import StrMap
 
 if TYPE_CHECKING:
@@ -71,7 +73,6 @@ T = TypeVar("T")
 Path = tuple[str | int, ...]
 
 _MS = dt.timedelta(milliseconds=1)
-_LONGEST_SHOWN = 60
 
 
 class _Mismatch(Exception):  # noqa: N818 - a private signal, never seen by users
@@ -199,10 +200,31 @@ def _is_enum(annotation: object) -> bool:
 
 
 def _is_secret(cls: type, name: str) -> bool:
-    if not attrs.has(cls):
-        return False
-    field = attrs.fields_dict(cls).get(name)
-    return field is not None and bool(field.metadata.get("secret"))
+    return attrs.has(cls) and is_secret(cls, name)
+
+
+def _secret_at(value: object, path: Path) -> bool:
+    """Whether `path` inside `value` is at or below a secret attribute."""
+    for step in path:
+        if isinstance(step, str) and attrs.has(type(value)) and _is_secret(type(value), step):
+            return True
+        try:
+            value = getattr(value, step) if isinstance(step, str) else value[step]  # type: ignore[index]
+        except (AttributeError, LookupError, TypeError):
+            return False
+    return False
+
+
+def _secret_prefix(value: object, path: Path) -> Path:
+    """`path` cut at the secret attribute it goes through, if any."""
+    for i, step in enumerate(path):
+        if isinstance(step, str) and _is_secret(type(value), step):
+            return path[: i + 1]
+        try:
+            value = getattr(value, step) if isinstance(step, str) else value[step]  # type: ignore[index]
+        except (AttributeError, LookupError, TypeError):
+            break
+    return path
 
 
 # --- unstructuring: exact or refused -----------------------------------------------
@@ -266,64 +288,36 @@ class _Problem:
     got: object
 
 
-def _shown(value: object) -> str:
-    """A scalar as JSON spells it, cut short; an array or an object only as what it is.
-
-    The content of a container is never shown: it may hold a secret.
-    """
-    if isinstance(value, (list, dict)):
-        return _kind(value)
-    text = json.dumps(value, ensure_ascii=False)
-    if len(text) > _LONGEST_SHOWN:
-        text = text[: _LONGEST_SHOWN - 3] + "..."
-    return text
-
-
-def _kind(value: object) -> str:
-    """What a JSON value is, without saying what it holds."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, list) else "an object"
-
-
-class _Secret:
-    """Stands for a secret's value in an `EncodeError`."""
-
-    def __repr__(self) -> str:
-        return "<secret, not shown>"
-
-
 def _problem(exc: BaseException, path: Path = (), secret: bool = False) -> _Problem:
     """The first error in cattrs' exception group, with its path in the document."""
     if isinstance(exc, BaseValidationError):
         inner = exc.exceptions[0]
         for note in getattr(inner, "__notes__", ()):
+            # Below a secret, nothing more of the path is named.
             if isinstance(note, AttributeValidationNote):
-                secret = isinstance(exc, ClassValidationError) and _is_secret(exc.cl, note.name)
-                return _problem(inner, (*path, note.name), secret)
+                below = secret or (
+                    isinstance(exc, ClassValidationError) and _is_secret(exc.cl, note.name)
+                )
+                return _problem(inner, path if secret else (*path, note.name), below)
             if isinstance(note, IterableValidationNote):
-                return _problem(inner, (*path, note.index), secret=False)
+                return _problem(inner, path if secret else (*path, note.index), secret)
         return _problem(inner, path, secret)
     if isinstance(exc, _Mismatch):
         detail = f" ({exc.detail})" if exc.detail else ""
-        if secret and not exc.path:
-            got: object = _Secret()
-            shown = f"{_kind(exc.got)} (a secret, not shown)"
-        else:
-            got, shown = exc.got, _shown(exc.got)
-        reason = f"expected `{exc.expected}`{detail}, got {shown}"
-        return _Problem((*path, *exc.path), reason, exc.expected, got)
+        # A secret is named by its attribute's path only: a map's key or an
+        # item's index below it would tell something of it.
+        where = path if secret else (*path, *exc.path)
+        got: object = Redacted(type(exc.got).__name__) if secret else exc.got
+        text = shown(exc.got, secret=secret, spelling="json")
+        reason = f"expected `{exc.expected}`{detail}, got {text}"
+        return _Problem(where, reason, exc.expected, got)
     if isinstance(exc, KeyError):
         # cattrs' own signal for a required attribute that the document lacks.
         return _Problem(path, "required key missing", "a value", None)
-    # Nothing but the hooks above should refuse a value; say what cattrs said.
-    return _Problem(path, f"{type(exc).__name__}: {exc}", "a valid value", None)
+    # Nothing but the hooks above should refuse a value; say what cattrs said,
+    # unless it may be about a secret.
+    said = "(about a secret, not shown)" if secret else str(exc)
+    return _Problem(path, f"{type(exc).__name__}: {said}", "a valid value", None)
 
 
 def _type_name(cl: object) -> str:
@@ -362,9 +356,10 @@ class _JSONConverter(JsonConverter):
             return super().structure(obj, cl)
         except (BaseValidationError, _Mismatch) as exc:
             problem = _problem(exc)
-            raise JSONError(_type_name(cl), problem.reason, problem.path) from None
         finally:
             _NESTED.reset(token)
+        # Raised outside the handler, so that no chained exception keeps the value.
+        raise JSONError(_type_name(cl), problem.reason, problem.path)
 
     def unstructure(self, obj: Any, unstructure_as: Any = None) -> Any:
         if _NESTED.get():
@@ -377,13 +372,21 @@ class _JSONConverter(JsonConverter):
             if declared is not None:
                 super().structure(document, declared)
         except _Refused as exc:
-            raise EncodeError(exc.expected, exc.got, _find(obj, exc) or ()) from None
+            error = _refused(obj, exc.expected, exc.got, _find(obj, exc) or ())
         except (BaseValidationError, _Mismatch) as exc:
             problem = _problem(exc)
-            raise EncodeError(problem.expected, problem.got, problem.path) from None
+            error = _refused(obj, problem.expected, problem.got, problem.path)
+        else:
+            return document
         finally:
             _NESTED.reset(token)
-        return document
+        # Raised outside the handler, so that no chained exception keeps the value.
+        raise error
+
+
+def _refused(obj: object, expected: str, got: object, path: Path) -> EncodeError:
+    secret = _secret_at(obj, path)
+    return EncodeError(expected, got, _secret_prefix(obj, path) if secret else path, secret=secret)
 
 
 _NESTED: ContextVar[bool] = ContextVar("llmgw_wire_json_nested", default=False)
@@ -485,9 +488,7 @@ def make_json_converter(*, include_secrets: bool = False) -> JsonConverter:
 
 def _secret_overrides(cls: Any) -> dict[str, Any]:
     return {
-        field.name: override(omit=True)
-        for field in attrs.fields(cls)
-        if field.metadata.get("secret")
+        field.name: override(omit=True) for field in attrs.fields(cls) if is_secret(cls, field.name)
     }
 
 
@@ -529,7 +530,17 @@ def parse_json(data: str | bytes | bytearray, type_name: str) -> Any:
         reason = f"not UTF-8 text: {exc.reason} at byte {exc.start}"
     except RecursionError:
         reason = "not JSON this reader accepts: nested too deeply"
+    except ValueError as exc:
+        # Python refuses to read an integer of more than 4300 digits
+        # (sys.get_int_max_str_digits()): a bare ValueError, not a JSONDecodeError.
+        reason = f"not JSON this reader accepts: {_int_limit(exc)}"
     raise JSONError(type_name, reason)
+
+
+def _int_limit(exc: ValueError) -> str:
+    if "integer string conversion" in str(exc):
+        return f"an integer of more than {sys.get_int_max_str_digits()} digits"
+    return "a value it cannot read"
 
 
 def from_json(

@@ -87,6 +87,7 @@ class _Field(NamedTuple):
     utf8: bool
     message: Descriptor | None  # sub-message or map entry
     repeated: bool
+    secret: bool  # marked `[debug_redact = true]`: no byte of it is shown
 
 
 class _Bad(Exception):  # noqa: N818 - private, turned into a Problem
@@ -139,6 +140,7 @@ def _fields(descriptor: Descriptor) -> dict[int, _Field]:
             utf8=field.type == FieldDescriptor.TYPE_STRING,
             message=field.message_type,
             repeated=field.is_repeated,
+            secret=field.GetOptions().debug_redact,
         )
     return out
 
@@ -318,10 +320,13 @@ class _Scanner:
             try:
                 codecs.utf_8_decode(data[pos:stop], "strict", True)
             except UnicodeDecodeError as exc:
+                shown = (
+                    "a secret: its bytes are not shown"
+                    if field.secret
+                    else f"byte {pos + exc.start} is {data[pos + exc.start]:#04x}"
+                )
                 raise _Bad(
-                    at,
-                    f"{_describe(number, field)} at offset {at} is not valid UTF-8 "
-                    f"(byte {pos + exc.start} is {data[pos + exc.start]:#04x})",
+                    at, f"{_describe(number, field)} at offset {at} is not valid UTF-8 ({shown})"
                 ) from None
         elif field.message is not None:
             self.deeper(depth, at)

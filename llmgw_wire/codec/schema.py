@@ -8,21 +8,16 @@ of the schema registered in the process's default pool.
 
 from __future__ import annotations
 
-from importlib import resources
 from typing import TYPE_CHECKING
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from llmgw_wire.v1.redaction import descriptor_set
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = ["CLASSES", "DECODE_CLASSES", "SKELETONS", "descriptor_set"]
-
-
-def descriptor_set() -> descriptor_pb2.FileDescriptorSet:
-    """The schema the library was generated from, as a `FileDescriptorSet`."""
-    data = resources.files("llmgw_wire._gen").joinpath("llmgw_v1.binpb").read_bytes()
-    return descriptor_pb2.FileDescriptorSet.FromString(data)
 
 
 def _classes(files: Iterable[descriptor_pb2.FileDescriptorProto]) -> dict[str, type]:

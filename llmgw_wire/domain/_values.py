@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from llmgw_wire.errors import shown
+
 __all__ = ["FrozenMap", "secret", "seq", "str_map"]
 
 
@@ -77,13 +79,17 @@ def str_map() -> Any:
     return attrs.field(default=_EMPTY, converter=_frozen_map)
 
 
-def _redacted(value: str) -> str:
-    return "'<redacted>'" if value else "''"
+def _redacted(value: object) -> str:
+    # Only the type of a value that is set: `<secret str, not shown>`.
+    return shown(value, secret=True) if value or not isinstance(value, str) else "''"
 
 
 def secret() -> Any:
     """A string attribute whose value never appears in a repr, only whether it is set.
 
-    Its metadata says `{"secret": True}`, which is how dumps know to leave it out.
+    Its metadata says `{"secret": True}`. Which attributes are secret is the
+    schema's to say (`[debug_redact = true]`); the domain cannot read it, so
+    it repeats it here, and a test holds the two equal
+    (`llmgw_wire.mapping.SECRET_ATTRIBUTES`).
     """
     return attrs.field(default="", repr=_redacted, metadata={"secret": True})

@@ -7,6 +7,8 @@
 * `llmgw_wire.mapping.rules`: the vocabulary the table is written in;
 * `llmgw_wire.mapping.compiler`: the table compiled into plain conversion
   functions, once per wire backend (upb and betterproto2);
+* `llmgw_wire.mapping.secrets`: the secret attributes, derived from the
+  schema's `debug_redact` fields through the table;
 * `llmgw_wire.mapping.explain`: the walks that say what and where, once the
   compiled code has refused a value.
 
@@ -14,6 +16,7 @@ The codec, the checks and the documentation are all built from the table:
 there is no other description of the mapping to drift from.
 """
 
+from llmgw_wire.mapping.secrets import SECRET_ATTRIBUTES, SECRET_FIELDS, is_secret
 from llmgw_wire.mapping.table import (
     ENVELOPES,
     MODELS_WITH_MESSAGE,
@@ -34,10 +37,13 @@ __all__ = [
     "NOT_CARRIED",
     "PAIRS",
     "PAIRS_WITH_MESSAGE",
+    "SECRET_ATTRIBUTES",
+    "SECRET_FIELDS",
     "STATES_BY_NUMBER",
     "STATE_MODELS",
     "STATE_NUMBERS",
     "Envelope",
     "Pair",
+    "is_secret",
     "pair_for",
 ]

@@ -11,6 +11,7 @@ from typing import Any
 
 from llmgw_wire.errors import EncodeError, format_path
 from llmgw_wire.mapping.rules import Invalid, LeaderEndpoint, Messages, Path, Rule, leader_addr
+from llmgw_wire.mapping.secrets import is_secret
 from llmgw_wire.mapping.table import flat_fields, pair_for
 
 __all__ = ["explain_value", "explain_wire"]
@@ -23,26 +24,29 @@ class _TableWalk:
         pair = pair_for(type(value))
         for rule in pair.rules:
             sub = getattr(value, rule.attr)
-            rule.explain(sub, (*path, rule.attr), self)
-            if isinstance(rule, LeaderEndpoint) and sub is not None:
-                try:
-                    leader_addr(value)
-                except Invalid:
-                    expected = "None, or `http://<leader_addr>:<http_port>` for rank 0"
-                    raise EncodeError(expected, sub, (*path, rule.attr)) from None
+            error = self._explain(rule, sub, value, (*path, rule.attr))
+            if error is not None:
+                if is_secret(pair.domain, rule.attr):
+                    # Only the attribute's path: a map's key, or an item's
+                    # index, would tell something of the secret.
+                    error = EncodeError(error.expected, sub, (*path, rule.attr), secret=True)
+                raise error
         for rule in pair.rules:
             if isinstance(rule, Messages) and rule.context:
                 self.context(value, rule, path)
         for claims in pair.shared_wire_fields().values():
             first, *others = claims
+            secret = any(_is_secret_path(value, attrs) for attrs in claims)
             want = _resolve(value, first)
             for attrs in others:
                 got = _resolve(value, attrs)
                 if got != want:
+                    shown_want = "the value" if secret else repr(want)
                     expected = (
-                        f"{want!r} as at `{format_path((*path, *first))}` (both are one wire field)"
+                        f"{shown_want} as at `{format_path((*path, *first))}`"
+                        " (both are one wire field)"
                     )
-                    raise EncodeError(expected, got, (*path, *attrs))
+                    raise EncodeError(expected, got, (*path, *attrs), secret=secret)
 
     def context(self, value: Any, rule: Messages, path: Path) -> None:
         """Each item's attributes that the enclosing message carries must agree with it."""
@@ -50,14 +54,32 @@ class _TableWalk:
         for attr, wire in rule.context:
             where = carried[wire]
             want = _resolve(value, where)
+            secret = _is_secret_path(value, where)
             for i, item in enumerate(getattr(value, rule.attr)):
                 got = getattr(item, attr)
                 if got != want:
+                    shown_want = "the value" if secret else repr(want)
                     expected = (
-                        f"{want!r} as at `{format_path((*path, *where))}` (the wire carries "
-                        "it once, in the enclosing message)"
+                        f"{shown_want} as at `{format_path((*path, *where))}` (the wire "
+                        "carries it once, in the enclosing message)"
                     )
-                    raise EncodeError(expected, got, (*path, rule.attr, i, attr))
+                    raise EncodeError(expected, got, (*path, rule.attr, i, attr), secret=secret)
+
+    def _explain(self, rule: Rule, sub: object, value: object, path: Path) -> EncodeError | None:
+        # The error, returned rather than raised, so that the caller can
+        # replace it for a secret without it ever reaching a traceback.
+        try:
+            rule.explain(sub, path, self)
+            if isinstance(rule, LeaderEndpoint) and sub is not None:
+                try:
+                    leader_addr(value)
+                except Invalid:
+                    expected = "None, or `http://<leader_addr>:<http_port>` for rank 0"
+                    return EncodeError(expected, sub, path)
+        except EncodeError as error:
+            error.__traceback__ = None
+            return error
+        return None
 
     def wire(self, message: object, domain: type, path: Path, message_type: str) -> None:
         for rule in pair_for(domain).rules:
@@ -79,6 +101,12 @@ def explain_value(value: Any, path: Path = ()) -> None:
 def explain_wire(message: object, domain: type, path: Path, message_type: str) -> None:
     """Raise the precise `DecodeError` for the first wire value with no domain value."""
     _WALK.wire(message, domain, path, message_type)
+
+
+def _is_secret_path(value: object, attrs: tuple[str, ...]) -> bool:
+    for attr in attrs[:-1]:
+        value = getattr(value, attr)
+    return is_secret(type(value), attrs[-1])
 
 
 def _resolve(value: object, attrs: tuple[str, ...]) -> object:

@@ -20,6 +20,7 @@ from llmgw_wire.domain import (
     GPUFabric,
     GPUHealth,
     Host,
+    Inventory,
     LocalWeights,
     MIGDevice,
     Node,
@@ -31,7 +32,7 @@ from llmgw_wire.domain import (
     Storage,
 )
 
-__all__ = ["sample_command", "sample_node", "sample_registration"]
+__all__ = ["sample_command", "sample_inventory", "sample_node", "sample_registration"]
 
 NODE_ID = "gpu-node-017"
 _H100_MB = 81559
@@ -128,6 +129,19 @@ def sample_node() -> Node:
             FabricAttachment("ib-dc1-a", ("mlx5_0", "mlx5_1"), 400),
             FabricAttachment("ib-dc1-b", ("mlx5_2", "mlx5_3"), 400),
         ),
+    )
+
+
+def sample_inventory() -> Inventory:
+    """What the sample node's agent discovers on its host: its cards, memory, weights, ..."""
+    node = sample_node()
+    return Inventory(
+        memory_total_mb=node.memory_total_mb,
+        host=node.host,
+        weights=node.weights,
+        storage=node.storage,
+        gpus=node.gpus,
+        imex=node.imex,
     )
 
 

@@ -820,19 +820,18 @@ EXTRA: list[Case] = [
 
 
 # ---- edits of the real schema, frozen here as it was when the corpus was made
-# (`schemas/current`), and the older peers' schema (`schemas/older`, before MIG
-# support and compute reporting)
+# (`schemas/current`), and the older peers' schema (`tests/schemas/older`,
+# before MIG support and compute reporting, frozen for the cross-version tests)
 
-_CORPUS = Path(__file__).resolve().parent / "schemas"
+_HERE = Path(__file__).resolve().parent
 
 
-def _schema(name: str) -> dict[str, str]:
-    root = _CORPUS / name
+def _schema(root: Path) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.proto"))}
 
 
-REAL = _schema("current")
-OLDER = _schema("older")
+REAL = _schema(_HERE / "schemas" / "current")
+OLDER = _schema(_HERE.parent / "schemas" / "older")
 NODE_PROTO, SHARD_PROTO, SERVICE_PROTO = (
     "llmgw/v1/node.proto",
     "llmgw/v1/shard.proto",

@@ -8,6 +8,13 @@
 //	          FAILED_PRECONDITION and the server stops at once
 //	serve     on every Register: Ack and StartShard; serves until stdin
 //	          closes or SIGTERM, then ends every call with OK
+//	bad-then-good
+//	          as serve, but on every Register: Ack, a StartShard valid for Go
+//	          that the Python domain cannot hold (startup_timeout_ms of
+//	          2^63-1), then a valid StopShard and a valid StartShard
+//
+// --start-padding adds that many bytes to every StartShard (an engine
+// argument), for messages over a receiver's size limit.
 //
 // Output, one event per line on stdout: LISTENING <port>; per call ENCODING
 // <grpc-encoding the agent sent>; RECV <protojson> for every AgentMessage;
@@ -21,10 +28,12 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -54,8 +63,10 @@ const drainWindow = 500 * time.Millisecond
 type controlPlane struct {
 	llmgwv1.UnimplementedAgentServiceServer
 
-	scenario string
-	srv      *grpc.Server
+	scenario   string
+	srv        *grpc.Server
+	padding    int
+	badTimeout int64
 
 	// quit is closed when the server begins to stop: serving handlers end
 	// their calls with OK.
@@ -67,8 +78,35 @@ type controlPlane struct {
 	// triggered is set by the first Register of a one-shot scenario.
 	mu        sync.Mutex
 	triggered bool
-	// writes follows the sockets' writes (the status scenario's stop).
-	writes *writeLog
+	// open and done count the calls begun and ended (their status handed
+	// to the transport); watch counts the statuses written to a socket.
+	open, done int
+	watch      *trailerWatch
+}
+
+func (c *controlPlane) callBegan() {
+	c.mu.Lock()
+	c.open++
+	c.mu.Unlock()
+}
+
+func (c *controlPlane) callEnded() {
+	c.mu.Lock()
+	c.done++
+	c.mu.Unlock()
+}
+
+// ended gives how many calls have ended.
+func (c *controlPlane) ended() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done
+}
+
+func (c *controlPlane) calls() (open, ended int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.open - c.done, c.done
 }
 
 func (c *controlPlane) beginQuit() { c.quitOnce.Do(func() { close(c.quit) }) }
@@ -79,10 +117,40 @@ func (c *controlPlane) stop(graceful bool) {
 		c.beginQuit()
 		go func() {
 			defer close(c.stopped)
-			if graceful {
-				c.srv.GracefulStop()
-			} else {
+			if !graceful {
 				c.srv.Stop()
+				return
+			}
+			drained := make(chan struct{})
+			go func() {
+				c.srv.GracefulStop()
+				close(drained)
+			}()
+			// GracefulStop returns once the agents have closed their
+			// connections; grpc-go 1.33 does not close a drained one itself
+			// when its last call ended after the second GOAWAY. Once every
+			// call has ended and its status is on the wire, close what the
+			// agents left open: nothing is left to deliver on it.
+			for {
+				open, ended := c.calls()
+				if open == 0 {
+					// A call the agent cancelled has no status to wait for:
+					// the wait is bounded.
+					c.watch.waitFor(ended, 10*time.Second)
+					break
+				}
+				select {
+				case <-drained:
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			select {
+			case <-drained:
+			case <-time.After(time.Second):
+				peer.Logf("controlplane: every call has ended; closing the connections the agents left open")
+				c.srv.Stop()
+				<-drained
 			}
 		}()
 	})
@@ -144,7 +212,7 @@ func (c *controlPlane) Connect(stream llmgwv1.AgentService_ConnectServer) (err e
 				if !c.firstRegister() {
 					continue
 				}
-				for _, out := range []*llmgwv1.ControlMessage{ack(r), start(r), stop(r)} {
+				for _, out := range []*llmgwv1.ControlMessage{ack(r), c.start(r), stop(r)} {
 					if err := send(out); err != nil {
 						return err
 					}
@@ -165,8 +233,15 @@ func (c *controlPlane) Connect(stream llmgwv1.AgentService_ConnectServer) (err e
 				// The server stops in the stats handler, once this status
 				// has been handed to the transport.
 				return status.Error(codes.FailedPrecondition, statusMessage)
-			case "serve":
-				for _, out := range []*llmgwv1.ControlMessage{ack(r), start(r)} {
+			case "serve", "bad-then-good":
+				msgs := []*llmgwv1.ControlMessage{ack(r), c.start(r)}
+				if c.scenario == "bad-then-good" {
+					bad := c.start(r)
+					bad.GetStartShard().StartupTimeoutMs = c.badTimeout
+					bad.GetStartShard().ShardId = r.GetNodeId() + "-bad"
+					msgs = []*llmgwv1.ControlMessage{ack(r), bad, stop(r), c.start(r)}
+				}
+				for _, out := range msgs {
 					if err := send(out); err != nil {
 						return err
 					}
@@ -195,88 +270,21 @@ type stopAfterStatus struct {
 
 func (h stopAfterStatus) HandleRPC(ctx context.Context, s stats.RPCStats) {
 	h.EncodingLogger.HandleRPC(ctx, s)
+	switch s.(type) {
+	case *stats.Begin:
+		h.c.callBegan()
+	case *stats.End:
+		h.c.callEnded()
+	}
 	if end, ok := s.(*stats.End); ok && h.c.scenario == "status" &&
 		status.Code(end.Error) == codes.FailedPrecondition {
-		// grpc-go writes the status frames from its own writer goroutine and
-		// Stop closes the sockets without flushing it: stop once a socket
-		// write that began after the status was queued has finished, which
-		// carries the status, so the connection closes right behind it.
-		mark := h.c.writes.mark()
+		// Stop closes the sockets at once: first let the status reach one.
+		ended := h.c.ended()
 		go func() {
-			h.c.writes.waitPast(mark, 10*time.Second)
+			h.c.watch.waitFor(ended, 10*time.Second)
 			h.c.stop(false)
 		}()
 	}
-}
-
-// writeLog counts socket writes on the server's connections, so the status
-// scenario can stop the server right after its status went out.
-type writeLog struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	started uint64 // writes begun
-	done    uint64 // the highest begun-number of a finished write
-}
-
-func newWriteLog() *writeLog {
-	w := &writeLog{}
-	w.cond = sync.NewCond(&w.mu)
-	return w
-}
-
-func (w *writeLog) mark() uint64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.started
-}
-
-// waitPast waits until a write begun after mark has finished, or timeout.
-func (w *writeLog) waitPast(mark uint64, timeout time.Duration) {
-	timer := time.AfterFunc(timeout, func() {
-		w.mu.Lock()
-		w.done = ^uint64(0)
-		w.mu.Unlock()
-		w.cond.Broadcast()
-	})
-	defer timer.Stop()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for w.done <= mark {
-		w.cond.Wait()
-	}
-}
-
-type loggedListener struct {
-	net.Listener
-	log *writeLog
-}
-
-func (l loggedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return loggedConn{Conn: c, log: l.log}, nil
-}
-
-type loggedConn struct {
-	net.Conn
-	log *writeLog
-}
-
-func (c loggedConn) Write(b []byte) (int, error) {
-	c.log.mu.Lock()
-	c.log.started++
-	n := c.log.started
-	c.log.mu.Unlock()
-	written, err := c.Conn.Write(b)
-	c.log.mu.Lock()
-	if n > c.log.done {
-		c.log.done = n
-	}
-	c.log.mu.Unlock()
-	c.log.cond.Broadcast()
-	return written, err
 }
 
 func ack(r *llmgwv1.Register) *llmgwv1.ControlMessage {
@@ -289,6 +297,15 @@ func ack(r *llmgwv1.Register) *llmgwv1.ControlMessage {
 
 // start is a StartShard with every field set, so that a test sees each one
 // cross the wire.
+func (c *controlPlane) start(r *llmgwv1.Register) *llmgwv1.ControlMessage {
+	m := start(r)
+	if c.padding > 0 {
+		p := m.GetStartShard().GetProfile()
+		p.Args = append(p.Args, "--padding="+strings.Repeat("x", c.padding))
+	}
+	return m
+}
+
 func start(r *llmgwv1.Register) *llmgwv1.ControlMessage {
 	return &llmgwv1.ControlMessage{Msg: &llmgwv1.ControlMessage_StartShard{StartShard: &llmgwv1.StartShard{
 		ReplicaId:     "rep-go",
@@ -339,7 +356,9 @@ func main() {
 
 func run() int {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
-	scenario := flag.String("scenario", "serve", "graceful, status or serve")
+	scenario := flag.String("scenario", "serve", "graceful, status, serve or bad-then-good")
+	padding := flag.Int("start-padding", 0, "bytes added to every StartShard (an engine argument)")
+	badTimeout := flag.Int64("bad-timeout-ms", math.MaxInt64, "the bad StartShard's startup_timeout_ms (bad-then-good)")
 	gzipOut := flag.Bool("gzip", false, "compress every message sent with gzip (gzip from agents is always accepted)")
 	var tlsFlags peer.TLSFlags
 	flag.StringVar(&tlsFlags.Cert, "tls-cert", "", "server certificate (PEM); TLS when given")
@@ -347,14 +366,14 @@ func run() int {
 	flag.StringVar(&tlsFlags.CA, "tls-ca", "", "CA (PEM) that client certificates must chain to; mutual TLS when given")
 	flag.Parse()
 	switch *scenario {
-	case "graceful", "status", "serve":
+	case "graceful", "status", "serve", "bad-then-good":
 	default:
-		peer.Logf("controlplane: --scenario %q: expected graceful, status or serve", *scenario)
+		peer.Logf("controlplane: --scenario %q: expected graceful, status, serve or bad-then-good", *scenario)
 		return 2
 	}
 
-	c := &controlPlane{scenario: *scenario, quit: make(chan struct{}), stopped: make(chan struct{}),
-		writes: newWriteLog()}
+	c := &controlPlane{scenario: *scenario, padding: *padding, badTimeout: *badTimeout, quit: make(chan struct{}), stopped: make(chan struct{}),
+		watch: newTrailerWatch()}
 	opts := []grpc.ServerOption{grpc.StatsHandler(stopAfterStatus{c: c})}
 	if *gzipOut {
 		opts = append(opts, grpc.RPCCompressor(grpc.NewGZIPCompressor())) //nolint:staticcheck // the one server-wide way in this grpc-go
@@ -365,7 +384,7 @@ func run() int {
 			peer.Logf("controlplane: %v", err)
 			return 2
 		}
-		opts = append(opts, grpc.Creds(creds))
+		opts = append(opts, grpc.Creds(watchedCreds{TransportCredentials: creds, w: c.watch}))
 	}
 	c.srv = grpc.NewServer(opts...)
 	llmgwv1.RegisterAgentServiceServer(c.srv, c)
@@ -390,7 +409,11 @@ func run() int {
 		c.stop(true)
 	}()
 
-	serveErr := c.srv.Serve(loggedListener{Listener: lis, log: c.writes})
+	var serveOn net.Listener = lis
+	if !tlsFlags.Enabled() {
+		serveOn = watchedListener{Listener: lis, w: c.watch}
+	}
+	serveErr := c.srv.Serve(serveOn)
 	if serveErr != nil && !errors.Is(serveErr, grpc.ErrServerStopped) {
 		peer.Logf("controlplane: serve: %v", serveErr)
 		return 1

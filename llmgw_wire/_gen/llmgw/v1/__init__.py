@@ -819,7 +819,8 @@ class StartShard(betterproto2.Message):
 
     api_key: "str" = betterproto2.field(16, betterproto2.TYPE_STRING)
     """
-    the key the engine's API requires; a secret
+    The key the engine's API requires: a secret, redacted wherever the library
+    shows a value (reprs, errors, logs, default JSON dumps).
     """
 
     cpu_threads: "int" = betterproto2.field(17, betterproto2.TYPE_INT32)
