@@ -872,10 +872,12 @@ def test_a_heartbeat_whose_instant_in_utc_is_before_year_1_is_refused_by_encode(
     early = dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5)))
     with pytest.raises(EncodeError) as info:
         encode(Heartbeat("n1", early))
-    assert str(info.value) == (
+    message = str(info.value)
+    assert message.startswith(
         "Expected `an aware datetime from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z in "
-        f"UTC`, got {early!r} - at `$.sent_at`"
+        "UTC`, got datetime.datetime(1, 1, 1, 0, 0, tzinfo="
     )
+    assert message.endswith(" - at `$.sent_at`")
     latest = dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=dt.timezone.utc)
     assert decode(encode(Heartbeat("n1", latest)), Heartbeat) == Heartbeat("n1", latest)
 
