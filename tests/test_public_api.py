@@ -202,6 +202,7 @@ SURFACE: dict[str, list[str]] = {
         "computes",
         "control_messages",
         "domain_values",
+        "extreme_values",
         "fabric_attachments",
         "gpu_fabrics",
         "gpu_healths",
