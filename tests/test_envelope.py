@@ -82,7 +82,8 @@ def test_an_unknown_member_is_reported_not_raised() -> None:
 def test_the_limits_of_decode_apply() -> None:
     many = Registration(node=Node(gpus=tuple(GPU(index=i) for i in range(20))))
     data = encode_envelope(many)
-    with pytest.raises(DecodeError, match="20 elements of repeated fields and maps is over the limit of 5"):
+    over = "20 elements of repeated fields and maps is over the limit of 5"
+    with pytest.raises(DecodeError, match=over):
         decode_envelope(data, AGENT_MESSAGE, max_items=5)
     with pytest.raises(DecodeError, match=f"{len(data)} bytes is over the limit of 10"):
         decode_envelope(data, AGENT_MESSAGE, max_size=10)
