@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
+from test_stream import as_node
 
 from llmgw_wire import Ack, Registration
 from llmgw_wire.stream import (
@@ -84,8 +85,7 @@ def run(main: Any) -> None:
 
 
 async def exchange(port: int, tls: ClientTLS | None, node_id: str = NODE) -> object:
-    registration = sample_registration()
-    registration = attrs.evolve(registration, node=attrs.evolve(registration.node, id=node_id))
+    registration = as_node(sample_registration(), node_id)
     async with connect(f"127.0.0.1:{port}", tls=tls) as session:
         with contextlib.suppress(PeerUnavailable):
             await session.send(registration)
