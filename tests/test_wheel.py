@@ -58,7 +58,7 @@ def test_the_sdist_carries_the_schema_and_the_tests(dist: Path) -> None:
     sdist = _one(dist, f"llmgw_wire-{__version__}.tar.gz")
     with tarfile.open(sdist) as archive:
         names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
-    assert {"proto/llmgw/v1/node.proto", "pyproject.toml", "tests/test_laws.py"} <= names
+    assert {"proto/llmgw/v1/node.proto", "pyproject.toml", "tests/testing/test_laws.py"} <= names
 
 
 def test_the_wheel_installs_and_runs_in_a_fresh_environment(dist: Path, tmp_path: Path) -> None:

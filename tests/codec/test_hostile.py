@@ -356,7 +356,7 @@ def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
     """
     script = (
         "import sys, time, tracemalloc\n"
-        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        f"sys.path.insert(0, {str(Path(__file__).parents[1])!r})\n"
         "from rawwire import group, ld, vi\n"
         "import llmgw_wire as w\n"
         "from llmgw_wire import v1\n"
@@ -741,7 +741,7 @@ def test_corrupted_messages_decode_as_the_official_runtime_reads_them(
 
 # --- the corpus ------------------------------------------------------------------------
 
-CORPUS = Path(__file__).parent / "corpus"
+CORPUS = Path(__file__).parents[1] / "corpus"
 CORPUS_INDEX: dict[str, dict[str, str]] = json.loads((CORPUS / "index.json").read_text())
 
 

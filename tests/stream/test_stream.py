@@ -762,7 +762,7 @@ def test_keep_connected_comes_back_to_a_restarted_control_plane() -> None:
 
 
 def test_the_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     (block,) = [
         b
         for b in re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)

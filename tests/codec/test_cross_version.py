@@ -59,7 +59,7 @@ from llmgw_wire.testing import strategies as lst
 if TYPE_CHECKING:
     from collections.abc import Collection
 
-SCHEMAS = Path(__file__).parent / "schemas"
+SCHEMAS = Path(__file__).parents[1] / "schemas"
 
 #: The messages of this schema that the older one does not have.
 NEWER_THAN_OLDER = {"Compute", "MIGDevice"}
