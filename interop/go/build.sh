@@ -22,7 +22,12 @@ for f in "$root"/proto/llmgw/v1/*.proto; do
     protos+=("$rel")
     mopts+=("--go_opt=M$rel=$pkg/gen/llmgwv1" "--go-grpc_opt=M$rel=$pkg/gen/llmgwv1")
 done
-protoc -I "$root/proto" \
+# The protoc of grpcio-tools (the venv's, the one `make gen` uses): Debian's
+# protoc 3.21 predates options the schema uses, such as debug_redact. The Go
+# plugins are Debian's.
+"$root/.venv/bin/python" -m grpc_tools.protoc -I "$root/proto" \
+    --plugin=protoc-gen-go="$(command -v protoc-gen-go)" \
+    --plugin=protoc-gen-go-grpc="$(command -v protoc-gen-go-grpc)" \
     --go_out="$gopath/src" --go-grpc_out="$gopath/src" "${mopts[@]}" "${protos[@]}"
 
 # The sources are copied, not linked: GOPATH mode resolves symlinked

@@ -44,7 +44,9 @@ CORDONED = "node is cordoned: registration refused by the control plane"
 
 def registration(node_id: str = "py-agent-1") -> Registration:
     sample = sample_registration()
-    return attrs.evolve(sample, node=attrs.evolve(sample.node, id=node_id))
+    # The shards are the node's: they move with it (the wire carries the id once).
+    shards = tuple(attrs.evolve(shard, node_id=node_id) for shard in sample.shards)
+    return attrs.evolve(sample, node=attrs.evolve(sample.node, id=node_id), shards=shards)
 
 
 # --- a Python agent, a Go control plane ------------------------------------------------

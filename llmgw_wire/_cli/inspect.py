@@ -37,7 +37,7 @@ from llmgw_wire.codec.json import make_json_converter
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand
 from llmgw_wire.errors import DecodeError, EncodeError
-from llmgw_wire.mapping import ENVELOPES, PAIRS, is_secret
+from llmgw_wire.mapping import ENVELOPES, PAIRS_WITH_MESSAGE, is_secret
 
 __all__ = ["TYPES", "add_arguments", "render_tree", "run"]
 
@@ -54,9 +54,8 @@ def _types() -> dict[str, tuple[str, type | None]]:
     The domain model is None for an envelope.
     """
     by_message: dict[str, list[type]] = {}
-    for pair in PAIRS:
-        if not pair.embedded:
-            by_message.setdefault(pair.wire.removeprefix(_PACKAGE), []).append(pair.domain)
+    for pair in PAIRS_WITH_MESSAGE:
+        by_message.setdefault(pair.wire.removeprefix(_PACKAGE), []).append(pair.domain)
     names: dict[str, tuple[str, type | None]] = {}
     for message, domains in by_message.items():
         whole = domains[0] if len(domains) == 1 else _WHOLE[message]

@@ -35,17 +35,17 @@ from attrs import frozen
 from hypothesis.strategies import SearchStrategy
 
 from llmgw_wire.codec import decode, encode, wire_class
-from llmgw_wire.domain import AdoptedShard, Registration, ShardReport, State
+from llmgw_wire.domain import Registration, State
 from llmgw_wire.errors import EncodeError
-from llmgw_wire.mapping import PAIRS
+from llmgw_wire.mapping import MODELS_WITH_MESSAGE, STATE_MODELS
 from llmgw_wire.testing import strategies as lst
 
 __all__ = ["LAWS", "MODELS", "Law", "law_named", "model_named", "redacted"]
 
 #: Every domain model with a wire message of its own, in the mapping's order.
-MODELS: tuple[type, ...] = tuple(pair.domain for pair in PAIRS if not pair.embedded)
+MODELS: tuple[type, ...] = MODELS_WITH_MESSAGE
 
-_WITH_STATES: tuple[type, ...] = (Registration, AdoptedShard, ShardReport)
+_WITH_STATES: tuple[type, ...] = STATE_MODELS
 
 
 @frozen

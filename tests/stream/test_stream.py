@@ -833,3 +833,15 @@ def test_stopping_twice_does_nothing_more() -> None:
         await server.stop(grace=None)
 
     run(main)
+
+
+def test_the_stream_s_value_types_are_the_envelopes_members() -> None:
+    """`FromAgent` and `FromControl` are written out for type checkers; the table is the fact."""
+    import typing
+
+    from llmgw_wire.mapping import ENVELOPES
+    from llmgw_wire.stream import FromAgent, FromControl
+
+    agent, control = ENVELOPES
+    assert set(typing.get_args(FromAgent)) == {domain for _, domain in agent.members}
+    assert set(typing.get_args(FromControl)) == {domain for _, domain in control.members}
