@@ -189,7 +189,7 @@ def test_list(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for law in LAWS:
         assert f"{law.name}: {law.summary}\n" in out
-    assert "    Registration, AdoptedShard, ShardReport\n" in out
+    assert "    AdoptedShard, Registration, ShardReport\n" in out
 
 
 @pytest.mark.parametrize(
