@@ -350,9 +350,11 @@ _SHAPES = {
 def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
     """betterproto2's parser took minutes on this; nothing parses the bytes but upb now.
 
-    In a process of its own, with a generous timeout: CPU time, then the
-    peak of Python's allocations (tracemalloc, which slows them) per input
-    byte, besides the objects of the elements (bounded by the element budget).
+    grpclib's default codec included: it reads messages with `FromString`,
+    which the codec points at `decode`. In a process of its own, with a
+    generous timeout: CPU time, then the peak of Python's allocations
+    (tracemalloc, which slows them) per input byte, besides the objects of
+    the elements (bounded by the element budget).
     """
     script = (
         "import sys, time, tracemalloc\n"
@@ -361,14 +363,17 @@ def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
         "import llmgw_wire as w\n"
         "from llmgw_wire import v1\n"
         f"data = {_SHAPES[shape]}\n"
-        "for into in (w.Registration, v1.Register):\n"
-        "    w.decode(b'', into)\n"
+        "from grpclib.encoding.proto import ProtoCodec\n"
+        "paths = [(w.Registration, w.decode), (v1.Register, w.decode),\n"
+        "         (v1.Register, lambda d, t: ProtoCodec().decode(d, t))]\n"
+        "for into, read in paths:\n"
+        "    read(b'', into)\n"
         "    start = time.process_time()\n"
-        "    value = w.decode(data, into)\n"
+        "    value = read(data, into)\n"
         "    seconds = time.process_time() - start\n"
         "    del value\n"
         "    tracemalloc.start()\n"
-        "    value = w.decode(data, into)\n"
+        "    value = read(data, into)\n"
         "    peak = (tracemalloc.get_traced_memory()[1] - 2_000 * 9000) / len(data)\n"
         "    tracemalloc.stop()\n"
         "    print(into.__name__, seconds, peak)\n"
@@ -1036,3 +1041,15 @@ def test_the_varint_walk_is_bounded_and_refuses_what_it_could_not_tell() -> None
         f"stopped at offset {2 * WALK_STEPS}, after {WALK_STEPS} fields it had to look at one "
         "by one"
     )
+
+
+def test_grpclib_s_default_codec_reads_through_the_strict_decoder() -> None:
+    """betterproto2's parser truncates a string whose length runs past the end; `decode` refuses."""
+    from grpclib.encoding.proto import ProtoCodec
+
+    data = encode(sample_registration())
+    assert ProtoCodec().decode(data, v1.Register) == decode(data, v1.Register)
+    with pytest.raises(DecodeError, match=r"claims 5 bytes, 2 left - at `\$\.node_id`"):
+        ProtoCodec().decode(b"\x0a\x05ab", v1.Register)
+    # betterproto2's own parser is still there, under its own name.
+    assert v1.Register.parse(b"\x0a\x05ab").node_id == "ab"
