@@ -127,10 +127,14 @@ def parse(
     raw = bytes(data)
     if len(raw) > max_size:
         raise DecodeError(name, f"{len(raw)} bytes is over the limit of {max_size}")
-    if len(raw) > COUNT_FIRST_ABOVE:
+    # Every element of a repeated field or map takes at least one byte of the
+    # input, so an input of at most `max_items` bytes cannot be over the budget.
+    counted = len(raw) > max_items
+    if counted and len(raw) > COUNT_FIRST_ABOVE:
         check_items(_parse_as(SKELETONS[name], raw, name), name, max_items)
     message = _parse_as(DECODE_CLASSES[name], raw, name)
-    check_items(message, name, max_items)
+    if counted:
+        check_items(message, name, max_items)
     problem = scan.over_64_bits(raw, message.DESCRIPTOR)
     if problem is not None:
         raise DecodeError(name, problem.reason, problem.path)
