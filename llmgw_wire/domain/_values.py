@@ -9,7 +9,7 @@ type-checks; what is stored is always a tuple or a `FrozenMap`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from typing import Any
 
 import attrs
@@ -42,6 +42,20 @@ class FrozenMap(Mapping[str, str]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._items
+
+    # The dict's own views and lookups, read-only as they are: at C speed,
+    # where the Mapping mixins would call back into Python for every item.
+    def keys(self) -> KeysView[str]:
+        return self._items.keys()
+
+    def values(self) -> ValuesView[str]:
+        return self._items.values()
+
+    def items(self) -> ItemsView[str, str]:
+        return self._items.items()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._items.get(key, default)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, FrozenMap):
