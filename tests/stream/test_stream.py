@@ -493,6 +493,9 @@ def test_a_bad_message_ends_the_call_when_the_policy_says_so() -> None:
 
 def test_an_agent_sees_a_bad_message_refusal_as_message_rejected() -> None:
     async def control_plane(session: ControlSession) -> None:
+        # Refused once it has arrived: ending the call before the agent's send
+        # would make the send, not the receive, meet the status.
+        await session.recv(timeout=WAIT)
         raise StreamError("that was not a registration", code="INVALID_ARGUMENT")
 
     async def main() -> None:
