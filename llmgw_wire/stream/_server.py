@@ -14,6 +14,7 @@ from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import DecodeError, PeerUnavailable, RegistrationTimeout, StreamError
+from llmgw_wire.stream._health import Health
 from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
 from llmgw_wire.stream._tls import PeerCertificate, ServerTLS, node_ids_of
 
@@ -37,6 +38,8 @@ CONNECT_ROUTE: Final = f"/{_SERVICE}/{_METHOD}"
 
 # What an agent sees when the control plane stops with its call open.
 STOPPING: Final = "the control plane is stopping"
+# What an agent sees when the control plane is not to be served (a standby).
+NOT_SERVING: Final = "the control plane is not serving"
 
 
 @frozen
@@ -146,6 +149,7 @@ class Server:
         self._enders: set[Callable[[StreamError], None]] = set()
         self._stopping = False
         self._server: grpc.aio.Server | None = None
+        self._health = Health((_SERVICE,))
 
     def __repr__(self) -> str:
         return f"<Server port={self.port} sessions={len(self._enders)}>"
@@ -155,10 +159,21 @@ class Server:
         method = grpc.stream_stream_rpc_method_handler(self._serve)
         return grpc.method_handlers_generic_handler(_SERVICE, {_METHOD: method})
 
+    async def set_serving(self, serving: bool) -> None:
+        """Say whether this control plane is to be served (a standby that is not the leader: no).
+
+        Not serving, the health service says NOT_SERVING and new agent
+        streams are refused with UNAVAILABLE "the control plane is not
+        serving", so that agents move on to their next address; the streams
+        already open go on. Once a stop has begun, it stays NOT_SERVING.
+        """
+        await self._health.set_serving(serving)
+
     async def stop(self, grace: float | None = 10.0) -> None:
         """Stop serving: gracefully, so that agents lose nothing that was sent.
 
-        New calls are refused; every open call ends, after everything its
+        The health service says NOT_SERVING at once, before anything else;
+        new calls are refused; every open call ends, after everything its
         `handle` sent, with status UNAVAILABLE "the control plane is
         stopping" (what an agent takes as "connect again"); the server then
         waits up to `grace` seconds for those ends to reach the agents.
@@ -173,6 +188,7 @@ class Server:
                 await self._server.wait_for_termination()
             return
         self._stopping = True
+        await self._health.stopping()
         for end in list(self._enders):
             end(PeerUnavailable(STOPPING))
         if grace:
@@ -241,8 +257,8 @@ class Server:
                 ending.set_result(error)
 
         session = self._session(context, end)
-        if self._stopping:
-            _set_status(context, PeerUnavailable(STOPPING))
+        if self._stopping or not self._health.serving:
+            _set_status(context, PeerUnavailable(STOPPING if self._stopping else NOT_SERVING))
             return
         self._enders.add(end)
         logger.info("%s connected", session)
@@ -373,6 +389,7 @@ async def start_server(
     max_items: int = DEFAULT_MAX_ITEMS,
     keepalive: Keepalive | None = Keepalive(),
     options: list[tuple[str, Any]] | None = None,
+    health: bool = True,
 ) -> Server:
     """Serve `plane` on `host`:`port` over grpc.aio; the server says which port it got.
 
@@ -403,6 +420,9 @@ async def start_server(
         max_items: the element limit of `decode`, applied to every message.
         keepalive: HTTP/2 keepalive; None turns it off.
         options: more grpc server options, as (name, value) pairs.
+        health: serve the standard health service, `grpc.health.v1.Health`,
+            for "" and "llmgw.v1.AgentService": SERVING while it serves,
+            NOT_SERVING once a stop has begun or `Server.set_serving(False)`.
 
     Stop the server with `await server.stop(grace)`.
 
@@ -434,6 +454,8 @@ async def start_server(
         compression=compression_of(compression),
     )
     grpc_server.add_generic_rpc_handlers((server.handler(),))
+    if health:
+        server._health.add_to(grpc_server)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         if tls is None:
@@ -444,6 +466,7 @@ async def start_server(
         raise OSError(errno.EADDRINUSE, f"cannot listen on {address}: {exc}") from None
     if bound == 0:
         raise OSError(errno.EADDRINUSE, f"cannot listen on {address}")
+    await server._health.start()
     await grpc_server.start()
     server._server = grpc_server
     server.port = bound

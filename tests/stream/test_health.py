@@ -1,0 +1,126 @@
+"""The standard health service of a control plane, asked by grpc's own health client."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import grpc
+import grpc.aio
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from llmgw_wire.stream import (
+    ControlPlane,
+    ControlSession,
+    PeerUnavailable,
+    connect,
+    start_server,
+)
+from llmgw_wire.testing.sample import sample_registration
+
+pytestmark = pytest.mark.timeout(120)
+WAIT = 20.0
+SERVICES = ("", "llmgw.v1.AgentService")
+SERVING = health_pb2.HealthCheckResponse.SERVING
+NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class Holding(ControlPlane):
+    """Keeps its agent's call until `release` is set, even when told to end it."""
+
+    def __init__(self) -> None:
+        self.registered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def handle(self, session: ControlSession) -> None:
+        try:
+            async for _ in session:
+                self.registered.set()
+        finally:
+            await self.release.wait()
+
+
+def run(main: Any) -> None:
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+async def check(stub: health_pb2_grpc.HealthStub, service: str) -> int:
+    answer = await stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=WAIT)
+    return int(answer.status)
+
+
+def test_serving_then_not_serving_once_a_graceful_stop_begins() -> None:
+    async def main() -> None:
+        plane = Holding()
+        server = await start_server(plane)
+        target = f"127.0.0.1:{server.port}"
+        async with grpc.aio.insecure_channel(target) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            assert [await check(stub, s) for s in SERVICES] == [SERVING, SERVING]
+            with pytest.raises(grpc.aio.AioRpcError) as unknown:
+                await check(stub, "no.such.Service")
+            assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
+
+            watch = stub.Watch(health_pb2.HealthCheckRequest(service="llmgw.v1.AgentService"))
+            assert (await asyncio.wait_for(watch.read(), WAIT)).status == SERVING
+            async with connect(target) as agent:
+                await agent.send(sample_registration())
+                await asyncio.wait_for(plane.registered.wait(), WAIT)
+                # The agent's call is held open, so the stop stays in its grace period.
+                stopping = asyncio.ensure_future(server.stop(grace=WAIT))
+                assert (await asyncio.wait_for(watch.read(), WAIT)).status == NOT_SERVING
+                assert not stopping.done()
+                assert [await check(stub, s) for s in SERVICES] == [NOT_SERVING, NOT_SERVING]
+                # Once stopping, the control plane cannot say SERVING again.
+                await server.set_serving(True)
+                assert await check(stub, "") == NOT_SERVING
+                plane.release.set()
+                with pytest.raises(PeerUnavailable, match="the control plane is stopping"):
+                    await agent.recv(timeout=WAIT)
+            await stopping
+            watch.cancel()
+
+    run(main)
+
+
+def test_a_standby_says_not_serving_and_refuses_new_agents() -> None:
+    async def main() -> None:
+        plane = Holding()
+        plane.release.set()
+        server = await start_server(plane)
+        target = f"127.0.0.1:{server.port}"
+        try:
+            async with grpc.aio.insecure_channel(target) as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                await server.set_serving(False)
+                assert [await check(stub, s) for s in SERVICES] == [NOT_SERVING, NOT_SERVING]
+                async with connect(target) as agent:
+                    with contextlib.suppress(PeerUnavailable):
+                        await agent.send(sample_registration())
+                    with pytest.raises(PeerUnavailable, match="the control plane is not serving"):
+                        await agent.recv(timeout=WAIT)
+                await server.set_serving(True)
+                assert await check(stub, "llmgw.v1.AgentService") == SERVING
+                async with connect(target) as agent:
+                    await agent.send(sample_registration())
+                    await asyncio.wait_for(plane.registered.wait(), WAIT)
+        finally:
+            await server.stop(grace=None)
+
+    run(main)
+
+
+def test_the_health_service_can_be_left_out() -> None:
+    async def main() -> None:
+        server = await start_server(Holding(), health=False)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                with pytest.raises(grpc.aio.AioRpcError) as error:
+                    await check(health_pb2_grpc.HealthStub(channel), "")
+                assert error.value.code() == grpc.StatusCode.UNIMPLEMENTED
+        finally:
+            await server.stop(grace=None)
+
+    run(main)
