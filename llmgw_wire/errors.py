@@ -7,7 +7,8 @@
     |       +-- StateFileError a shard store's file, or the store itself
     +-- StreamError            how a call of the agent stream ended, by status code
         +-- PeerUnavailable    UNAVAILABLE: unreachable, lost, or stopping; retry
-        +-- PermissionDenied   PERMISSION_DENIED / UNAUTHENTICATED
+        +-- PermissionDenied   PERMISSION_DENIED: refused by the control plane; give up
+        +-- Unauthenticated    UNAUTHENTICATED: the TLS handshake or a certificate failed
         +-- MessageRejected    INVALID_ARGUMENT: the peer refused a message as invalid
         +-- RegistrationTimeout DEADLINE_EXCEEDED: no registration in time
         +-- StreamClosed       sending on a session whose call is over
@@ -40,6 +41,7 @@ __all__ = [
     "StateFileError",
     "StreamClosed",
     "StreamError",
+    "Unauthenticated",
     "WireError",
     "format_path",
     "shown",
@@ -318,6 +320,32 @@ class PermissionDenied(StreamError):  # noqa: N818 (named for the status, as htt
     default_code = "PERMISSION_DENIED"
 
 
+class Unauthenticated(StreamError):  # noqa: N818 (named for the status, as httpx names its)
+    """The TLS handshake or a certificate failed: unknown CA, expired, wrong name, none given.
+
+    What grpc reports as UNAVAILABLE for a handshake that failed, the agent
+    sees as this error, with `reason` saying what was wrong; a rotated
+    certificate may fix it, so `keep_connected` retries it.
+
+    Attributes:
+        reason: what was wrong, in a few words (e.g. "the certificate is
+            signed by an unknown CA").
+    """
+
+    default_code = "UNAUTHENTICATED"
+
+    def __init__(self, details: str, *, code: str | None = None, reason: str = "") -> None:
+        super().__init__(details, code=code)
+        self.reason = reason or details
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_unauthenticated, (self.details, self.code, self.reason)
+
+
+def _rebuild_unauthenticated(details: str, code: str, reason: str) -> Unauthenticated:
+    return Unauthenticated(details, code=code, reason=reason)
+
+
 class MessageRejected(StreamError):  # noqa: N818 (named for the status, as httpx names its)
     """The peer refused a message as invalid, and ended the call (INVALID_ARGUMENT)."""
 
@@ -339,7 +367,7 @@ class StreamClosed(StreamError):  # noqa: N818 (named for the status, as httpx n
 _BY_CODE: dict[str, type[StreamError]] = {
     "UNAVAILABLE": PeerUnavailable,
     "PERMISSION_DENIED": PermissionDenied,
-    "UNAUTHENTICATED": PermissionDenied,
+    "UNAUTHENTICATED": Unauthenticated,
     "INVALID_ARGUMENT": MessageRejected,
     "DEADLINE_EXCEEDED": RegistrationTimeout,
 }

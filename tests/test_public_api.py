@@ -50,6 +50,7 @@ STREAM_ERRORS = [
     "RegistrationTimeout",
     "StreamClosed",
     "StreamError",
+    "Unauthenticated",
 ]
 CONVERSIONS = [
     "adopted_from_register",
@@ -150,6 +151,7 @@ SURFACE: dict[str, list[str]] = {
         "ServerTLS",
         "StreamClosed",
         "StreamError",
+        "Unauthenticated",
         "connect",
         "keep_connected",
         "node_ids_of",

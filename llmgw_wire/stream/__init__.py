@@ -56,6 +56,7 @@ from llmgw_wire.errors import (
     RegistrationTimeout,
     StreamClosed,
     StreamError,
+    Unauthenticated,
 )
 from llmgw_wire.stream._agent import Backoff, connect, keep_connected, registration_from_inventory
 from llmgw_wire.stream._server import CONNECT_ROUTE, ControlPlane, Keepalive, Server, start_server
@@ -81,6 +82,7 @@ __all__ = [
     "ServerTLS",
     "StreamClosed",
     "StreamError",
+    "Unauthenticated",
     "connect",
     "keep_connected",
     "node_ids_of",

@@ -46,6 +46,7 @@ from llmgw_wire.stream import (
     Server,
     StreamClosed,
     StreamError,
+    Unauthenticated,
     connect,
     keep_connected,
     registration_from_inventory,
@@ -668,7 +669,7 @@ def test_a_token_in_metadata_is_checked_before_handle() -> None:
         async with serving(Recording(control_plane), authorize=authorize) as server:
             async with connect(target(server), metadata={"authorization": "Bearer bad"}) as s:
                 await s.send(sample_registration())
-                with pytest.raises(PermissionDenied, match="a valid bearer token is needed"):
+                with pytest.raises(Unauthenticated, match="a valid bearer token is needed"):
                     await s.recv(timeout=WAIT)
             async with connect(target(server), metadata={"authorization": "Bearer good"}) as s:
                 await s.send(sample_registration())
@@ -782,7 +783,7 @@ def test_errors_are_one_family() -> None:
     for kind in (PeerUnavailable, PermissionDenied, MessageRejected, RegistrationTimeout):
         assert issubclass(kind, StreamError)
     assert StreamError.for_status("UNAVAILABLE", "x").__class__ is PeerUnavailable
-    assert StreamError.for_status("UNAUTHENTICATED", "x").__class__ is PermissionDenied
+    assert StreamError.for_status("UNAUTHENTICATED", "x").__class__ is Unauthenticated
     assert StreamError.for_status("ABORTED", "x").__class__ is StreamError
     with pytest.raises(ValueError, match="Expected a gRPC error status code, got 'OK'"):
         StreamError("fine", code="OK")
