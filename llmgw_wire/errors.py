@@ -337,6 +337,9 @@ class Unauthenticated(StreamError):  # noqa: N818 (named for the status, as http
     def __init__(self, details: str, *, code: str | None = None, reason: str = "") -> None:
         super().__init__(details, code=code)
         self.reason = reason or details
+        if self.reason != details:
+            # What was wrong first; grpc's own words after it.
+            Exception.__init__(self, f"{self.code}: {self.reason} ({details})")
 
     def __reduce__(self) -> tuple[object, ...]:
         return _rebuild_unauthenticated, (self.details, self.code, self.reason)

@@ -20,9 +20,12 @@ from llmgw_wire.conversions import (
     running_shard_from_spec,
 )
 from llmgw_wire.domain import Registration
-from llmgw_wire.errors import PermissionDenied, StreamClosed, StreamError
+from llmgw_wire.errors import PermissionDenied, StreamClosed, StreamError, Unauthenticated
+from llmgw_wire.stream._metrics import metrics_for
 from llmgw_wire.stream._server import CONNECT_ROUTE, Keepalive, compression_of
 from llmgw_wire.stream._session import AgentSession, BadMessagePolicy
+from llmgw_wire.stream._targets import Targets, moves_on, reason_of
+from llmgw_wire.stream._tls import status_error
 
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
@@ -43,20 +46,24 @@ logger = logging.getLogger("llmgw_wire.stream")
 class _ClientCall:
     """The agent's call, as a session sees it: bytes in, bytes out, errors the library's own."""
 
-    def __init__(self, call: grpc.aio.StreamStreamCall[bytes, bytes]) -> None:
+    def __init__(self, call: grpc.aio.StreamStreamCall[bytes, bytes], *, tls: bool) -> None:
         self._call = call
+        self._tls = tls
+
+    def _error(self, code: grpc.StatusCode, details: str | None) -> StreamError:
+        return status_error(code.name, details or "", tls=self._tls)
 
     async def _status(self) -> StreamError | None:
         code = await self._call.code()
         if code == grpc.StatusCode.OK:
             return None
-        return StreamError.for_status(code.name, await self._call.details() or "")
+        return self._error(code, await self._call.details())
 
     async def read(self) -> bytes | None:
         try:
             data = await self._call.read()
         except grpc.aio.AioRpcError as exc:
-            raise StreamError.for_status(exc.code().name, exc.details() or "") from None
+            raise self._error(exc.code(), exc.details()) from None
         if data is grpc.aio.EOF:
             error = await self._status()
             if error is not None:
@@ -68,7 +75,7 @@ class _ClientCall:
         try:
             await self._call.write(data)
         except grpc.aio.AioRpcError as exc:
-            raise StreamError.for_status(exc.code().name, exc.details() or "") from None
+            raise self._error(exc.code(), exc.details()) from None
         except asyncio.InvalidStateError:
             error = await self._status() if self._call.done() else None
             raise StreamClosed(f"the call is over{f' ({error})' if error else ''}") from None
@@ -77,7 +84,7 @@ class _ClientCall:
         try:
             await self._call.done_writing()
         except grpc.aio.AioRpcError as exc:
-            raise StreamError.for_status(exc.code().name, exc.details() or "") from None
+            raise self._error(exc.code(), exc.details()) from None
         except asyncio.InvalidStateError:
             raise StreamClosed("the call is over") from None
 
@@ -152,7 +159,7 @@ async def connect(
             metadata=tuple((metadata or {}).items()) or None,
             compression=compression_of(compression),
         )
-        client_call = _ClientCall(call)
+        client_call = _ClientCall(call, tls=tls is not None)
         session = AgentSession(
             client_call,
             f"control plane {target}",
@@ -198,12 +205,14 @@ class Backoff:
 
 
 async def keep_connected(
-    target: str,
+    target: str | Sequence[str],
     registration: Callable[[], Registration | Awaitable[Registration]],
     serve: Callable[[AgentSession], Awaitable[None]],
     *,
     stop: asyncio.Event | None = None,
     backoff: Backoff = Backoff(),
+    give_up_unauthenticated: bool = False,
+    meter_provider: Any = None,
     **connect_options: Any,
 ) -> None:
     """Stay connected to the control plane: register, serve, and on any loss connect again.
@@ -215,47 +224,103 @@ async def keep_connected(
     connects again; the delays start over after a round in which the control
     plane answered. Returns once `stop` is set.
 
+    `target` is one address ("host:port"), several (a standby control plane's
+    too), or a `dns:` name ("dns:cp.example:7070"), which stands for every
+    address it resolves to, looked up again at each pass. A round that ends
+    unreachable, lost, stopping or not serving (UNAVAILABLE), or with a
+    failed handshake, makes the next round try the next address, at once
+    until each was tried, then after the backoff delay.
+
+    A failed TLS handshake (`Unauthenticated`) is logged at ERROR once per
+    distinct reason, and retried: a rotated certificate may fix it.
+
+    Args:
+        target: the control plane's address, or addresses.
+        registration: makes the registration sent at each round.
+        serve: serves one round's session.
+        stop: set it to return.
+        backoff: the delays between rounds.
+        give_up_unauthenticated: raise `Unauthenticated` rather than retry it.
+        meter_provider: the OpenTelemetry `MeterProvider` of
+            `llmgw.stream.reconnects`; None takes the global one when
+            OpenTelemetry's API is installed, False records nothing.
+        connect_options: what `connect` takes besides its target.
+
     Raises:
         PermissionDenied: the control plane refused this agent; trying again
             would not help.
+        Unauthenticated: with `give_up_unauthenticated`, a failed handshake.
         EncodeError: the registration cannot be sent.
     """
+    tls = connect_options.get("tls")
+    targets = Targets(target, check_name=tls is not None and tls.server_name is None)
+    metrics = metrics_for(meter_provider)
+    extra_options = list(connect_options.pop("options", ()))
+    logged: set[str] = set()
     attempt = 0
     stopped = stop or asyncio.Event()
     while not stopped.is_set():
-        current: AgentSession | None = None
+        sessions: list[AgentSession] = []
+        ended: StreamError | None = None
+        address, options = await targets.current()
         try:
-            async with connect(target, **connect_options) as session:
-                current = session
-                value = registration()
-                if inspect.isawaitable(value):
-                    value = await value
-                await session.send(value)
-                serving = asyncio.ensure_future(serve(session))
-                stopping = asyncio.ensure_future(stopped.wait())
-                try:
-                    await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    stopping.cancel()
-                    if not serving.done():
-                        serving.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await serving
-                if serving.done() and not serving.cancelled():
-                    serving.result()
-            logger.info("the call to %s ended", target)
+            async with connect(
+                address, options=[*options, *extra_options], **connect_options
+            ) as session:
+                sessions.append(session)
+                await _round(session, registration, serve, stopped)
+            logger.info("the call to %s ended", address)
         except PermissionDenied:
             raise
+        except Unauthenticated as exc:
+            ended = exc
+            # Said once at ERROR: the same reason every few seconds says nothing new.
+            level = logging.INFO if exc.reason in logged else logging.ERROR
+            logged.add(exc.reason)
+            logger.log(level, "cannot authenticate with %s: %s", address, exc.reason)
+            if give_up_unauthenticated:
+                raise
         except StreamError as exc:
-            logger.warning("the stream to %s ended: %s", target, exc)
+            ended = exc
+            logger.warning("the stream to %s ended: %s", address, exc)
         if stopped.is_set():
             break
-        answered = current is not None and current.received > 0
+        metrics.reconnect(reason_of(ended))
+        answered = any(session.received > 0 for session in sessions)
         attempt = 0 if answered else attempt + 1
-        delay = backoff.delay(attempt)
-        logger.info("connecting to %s again in %.1f s", target, delay)
+        moved = moves_on(ended)
+        if moved:
+            targets.advance()
+        # Each address of a pass is tried at once; a pass that failed whole waits.
+        delay = 0.0 if moved and attempt % len(targets) else backoff.delay(attempt // len(targets))
+        logger.info("connecting to %s in %.1f s", (await targets.current())[0], delay)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stopped.wait(), delay)
+
+
+async def _round(
+    session: AgentSession,
+    registration: Callable[[], Registration | Awaitable[Registration]],
+    serve: Callable[[AgentSession], Awaitable[None]],
+    stopped: asyncio.Event,
+) -> None:
+    """One round of `keep_connected`: register, then serve until the call ends or `stopped`."""
+    value = registration()
+    if inspect.isawaitable(value):
+        value = await value
+    await session.send(value)
+    serving = asyncio.ensure_future(serve(session))
+    stopping = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not serving.done():
+            serving.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+    if serving.done() and not serving.cancelled():
+        serving.result()
 
 
 def registration_from_inventory(

@@ -15,6 +15,7 @@ from attrs import frozen
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import DecodeError, PeerUnavailable, RegistrationTimeout, StreamError
 from llmgw_wire.stream._health import Health
+from llmgw_wire.stream._metrics import StreamMetrics, metrics_for
 from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
 from llmgw_wire.stream._tls import PeerCertificate, ServerTLS, node_ids_of
 
@@ -136,8 +137,10 @@ class Server:
         on_bad_message: BadMessagePolicy,
         max_message_size: int,
         max_items: int,
+        metrics: StreamMetrics,
     ) -> None:
         self.plane = plane
+        self._metrics = metrics
         self.port = 0
         self._tls = tls
         self._node_identity = node_identity
@@ -246,6 +249,7 @@ class Server:
             max_items=self._max_items,
         )
         session.certificate = certificate
+        session._metrics = self._metrics
         return session
 
     async def _serve(self, _requests: object, context: grpc.aio.ServicerContext[Any, Any]) -> None:
@@ -258,9 +262,11 @@ class Server:
 
         session = self._session(context, end)
         if self._stopping or not self._health.serving:
+            self._metrics.refused("stopping" if self._stopping else "not_serving")
             _set_status(context, PeerUnavailable(STOPPING if self._stopping else NOT_SERVING))
             return
         self._enders.add(end)
+        self._metrics.agents(1)
         logger.info("%s connected", session)
         handler: asyncio.Task[None] | None = None
         timer: asyncio.Task[None] | None = None
@@ -270,6 +276,7 @@ class Server:
                     await self._authorize(session)
                 except StreamError as exc:
                     logger.warning("refused %s: %s", session, exc)
+                    self._metrics.refused("authorize")
                     _set_status(context, exc)
                     return
             session.start_reading()
@@ -287,6 +294,7 @@ class Server:
                     await handler
             raise
         finally:
+            self._metrics.agents(-1)
             self._enders.discard(end)
             if timer is not None:
                 timer.cancel()
@@ -324,6 +332,7 @@ class Server:
             await asyncio.wait_for(session.registered.wait(), timeout)
         except asyncio.TimeoutError:
             logger.warning("%s sent no registration within %g s", session, timeout)
+            self._metrics.refused("timeout")
             end(RegistrationTimeout(f"no registration within {timeout:g} s"))
 
 
@@ -390,6 +399,7 @@ async def start_server(
     keepalive: Keepalive | None = Keepalive(),
     options: list[tuple[str, Any]] | None = None,
     health: bool = True,
+    meter_provider: Any = None,
 ) -> Server:
     """Serve `plane` on `host`:`port` over grpc.aio; the server says which port it got.
 
@@ -423,6 +433,9 @@ async def start_server(
         health: serve the standard health service, `grpc.health.v1.Health`,
             for "" and "llmgw.v1.AgentService": SERVING while it serves,
             NOT_SERVING once a stop has begun or `Server.set_serving(False)`.
+        meter_provider: the OpenTelemetry `MeterProvider` of the stream's
+            metrics (see the operating guide); None takes OpenTelemetry's
+            global one when its API is installed, False records nothing.
 
     Stop the server with `await server.stop(grace)`.
 
@@ -448,6 +461,7 @@ async def start_server(
         on_bad_message=on_bad_message,
         max_message_size=max_message_size,
         max_items=max_items,
+        metrics=metrics_for(meter_provider),
     )
     grpc_server = grpc.aio.server(
         options=server_options(max_message_size, keepalive, list(options or ())),

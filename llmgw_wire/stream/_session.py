@@ -23,6 +23,7 @@ from llmgw_wire.codec.envelope import (
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.domain import Ack, Heartbeat, Registration, ShardCommand, ShardReport, StopCommand
 from llmgw_wire.errors import DecodeError, StreamClosed, StreamError
+from llmgw_wire.stream._metrics import NO_METRICS, StreamMetrics, refusal_of
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -92,6 +93,8 @@ class _Session(Generic[S, R]):
 
     _outbound_name: str
     _inbound_name: str
+    # What the session counts on; a server gives its own.
+    _metrics: StreamMetrics = NO_METRICS
 
     def __init__(
         self,
@@ -148,6 +151,7 @@ class _Session(Generic[S, R]):
             )
         async with self._send_lock:
             await self._write(data)
+        self._metrics.message("sent", self._outbound.member_of(value))
         logger.debug("sent %s to %s", type(value).__name__, self)
 
     async def _write(self, data: bytes) -> None:
@@ -217,6 +221,7 @@ class _Session(Generic[S, R]):
                 try:
                     value = await self._decode(data)
                 except DecodeError as exc:
+                    self._metrics.refused(refusal_of(exc))
                     if self._on_bad_message == "end":
                         await self._bad_message_ends(exc)
                         raise
@@ -227,6 +232,7 @@ class _Session(Generic[S, R]):
                 if isinstance(value, UnknownMember):
                     self._skipped(value)
                     continue
+                self._metrics.message("received", self._inbound.member_of(value))
                 accepted = await self._accept(value)  # type: ignore[arg-type]
                 if accepted is None:
                     continue
@@ -361,14 +367,16 @@ class ControlSession(_Session[FromControl, FromAgent]):
         self._check_node_id = check_node_id
         self._end_call = end
         self.registered = asyncio.Event()
+        self._started = StreamMetrics.now()
 
     def __str__(self) -> str:
         if self.node_id is None:
             return f"agent at {self.peer}"
         return f"agent of node {self.node_id} at {self.peer}"
 
-    def _refuse(self, error: StreamError) -> None:
+    def _refuse(self, error: StreamError, reason: str) -> None:
         logger.warning("refused %s: %s", self, error)
+        self._metrics.refused(reason)
         if self._end_call is not None:
             self._end_call(error)
 
@@ -381,15 +389,18 @@ class ControlSession(_Session[FromControl, FromAgent]):
                         f"one stream carries one node: registered as {self.node_id!r}, "
                         f"then as {node_id!r}",
                         code="INVALID_ARGUMENT",
-                    )
+                    ),
+                    "protocol",
                 )
                 return None
             if self._check_node_id is not None:
                 problem = self._check_node_id(node_id)
                 if problem is not None:
-                    self._refuse(StreamError(problem, code="PERMISSION_DENIED"))
+                    self._refuse(StreamError(problem, code="PERMISSION_DENIED"), "identity")
                     return None
             self.node_id = node_id
+            if not self.registered.is_set():
+                self._metrics.registration(StreamMetrics.now() - self._started)
             self.registered.set()
         return await super()._accept(value)
 

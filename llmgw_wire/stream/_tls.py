@@ -1,24 +1,67 @@
-"""TLS and mutual TLS for both ends, and the identity in an agent's certificate."""
+"""TLS and mutual TLS for both ends, and the identity in an agent's certificate.
+
+Settings made from files follow the files: the control plane reads them
+again at the next handshake after they changed, an agent at its next
+connection, so that certificates rotate without a restart.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
 from attrs import field, frozen
 
+from llmgw_wire.errors import StreamError, Unauthenticated
+
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
-__all__ = ["ClientTLS", "PeerCertificate", "ServerTLS", "node_ids_of"]
+__all__ = ["ClientTLS", "PeerCertificate", "ServerTLS", "node_ids_of", "status_error"]
+
+logger = logging.getLogger("llmgw_wire.stream")
+
+
+class _FromFile(bytes):
+    """PEM bytes read from a file: they remember the file, and how it was when read."""
+
+    path: Path
+    stamp: tuple[int, int, int]
+
+
+def _read(path: Path) -> _FromFile:
+    stat = path.stat()
+    pem = _FromFile(path.read_bytes())
+    pem.path = path
+    pem.stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    return pem
 
 
 def _pem(value: bytes | str | Path | None) -> bytes | None:
     """PEM bytes as given, or read from the file a `Path` or `str` names."""
     if value is None or isinstance(value, bytes):
         return value
-    return Path(value).read_bytes()
+    return _read(Path(value))
+
+
+def _fresh(value: bytes | None) -> bytes | None:
+    """`value`, or its file's new contents if the file changed since it was read."""
+    if not isinstance(value, _FromFile):
+        return value
+    try:
+        stat = value.path.stat()
+        if (stat.st_mtime_ns, stat.st_size, stat.st_ino) == value.stamp:
+            return value
+        fresh = _read(value.path)
+    except OSError as exc:
+        # Between a delete and a rename, say: what was read still serves.
+        logger.warning("cannot read %s again, keeping what was read: %s", value.path, exc)
+        return value
+    logger.info("read %s again: it changed", value.path)
+    return fresh
 
 
 def _no_secret(_value: object) -> str:
@@ -53,11 +96,29 @@ class ServerTLS:
         return self.client_ca is not None
 
     def credentials(self) -> grpc.ServerCredentials:
-        """The grpcio credentials for these files."""
-        return grpc.ssl_server_credentials(
-            [(self.private_key, self.certificate_chain)],
-            root_certificates=self.client_ca,
-            require_client_auth=self.client_ca is not None,
+        """The grpcio credentials; made from files, they follow the files at each handshake."""
+        files = [self.private_key, self.certificate_chain, self.client_ca]
+        if not any(isinstance(pem, _FromFile) for pem in files):
+            return grpc.ssl_server_credentials(
+                [(self.private_key, self.certificate_chain)],
+                root_certificates=self.client_ca,
+                require_client_auth=self.client_ca is not None,
+            )
+
+        def configuration() -> Any:
+            key, chain, ca = files
+            return grpc.ssl_server_certificate_configuration([(key, chain)], root_certificates=ca)
+
+        def fetch() -> Any:
+            # grpc asks before each handshake: None keeps the configuration it has.
+            fresh = [_fresh(pem) for pem in files]
+            if all(new is old for new, old in zip(fresh, files, strict=True)):
+                return None
+            files[:] = fresh
+            return configuration()
+
+        return grpc.dynamic_ssl_server_credentials(
+            configuration(), fetch, require_client_authentication=self.client_ca is not None
         )
 
 
@@ -86,11 +147,11 @@ class ClientTLS:
             raise ValueError("a client certificate needs its key, and a key its certificate")
 
     def credentials(self) -> grpc.ChannelCredentials:
-        """The grpcio credentials for these files."""
+        """The grpcio credentials; made from files, with what the files hold now."""
         return grpc.ssl_channel_credentials(
-            root_certificates=self.ca,
-            private_key=self.private_key,
-            certificate_chain=self.certificate_chain,
+            root_certificates=_fresh(self.ca),
+            private_key=_fresh(self.private_key),
+            certificate_chain=_fresh(self.certificate_chain),
         )
 
     def options(self) -> list[tuple[str, Any]]:
@@ -143,3 +204,53 @@ def node_ids_of(certificate: PeerCertificate) -> Collection[str]:
     if not names and certificate.common_name:
         names.add(certificate.common_name)
     return names
+
+
+# What grpc says of a failed handshake, and what it means; the first that matches.
+_VERIFY_FAILED = re.compile(r"CERTIFICATE_VERIFY_FAILED: ([^:]+)")
+_HANDSHAKE_FAILURES = (
+    (
+        "Hostname Verification Check failed",
+        "the control plane's certificate is not for the name connected to "
+        "(give its name as ClientTLS.server_name, or an IP SAN for an address)",
+    ),
+    ("WRONG_VERSION_NUMBER", "the control plane does not speak TLS"),
+    ("andshake failed", "the TLS handshake failed"),
+)
+# Mutual TLS: the control plane refuses an agent's certificate (none, expired,
+# another CA's) after the agent's side of the handshake is done; grpc sees it
+# as the connection closing before the call could start.
+_CLOSED_IN_HANDSHAKE = "failed to connect to all addresses; last error: UNAVAILABLE"
+_REFUSED_CERTIFICATE = (
+    "the control plane closed the connection in the TLS handshake: it refused the "
+    "agent's certificate (none, expired, or not signed by its CA), or it was stopping"
+)
+
+
+def _handshake_failure(details: str) -> str | None:
+    """What was wrong, when `details` tells of a failed TLS handshake; None if not."""
+    verify = _VERIFY_FAILED.search(details)
+    if verify is not None:
+        what = verify.group(1).strip()
+        if what == "unable to get local issuer certificate":
+            what = "it is signed by a CA the agent does not trust (unable to get local issuer)"
+        return f"the control plane's certificate failed verification: {what}"
+    for marker, reason in _HANDSHAKE_FAILURES:
+        if marker in details:
+            return reason
+    if details.startswith(_CLOSED_IN_HANDSHAKE) and details.endswith("Socket closed"):
+        return _REFUSED_CERTIFICATE
+    return None
+
+
+def status_error(code: str, details: str, *, tls: bool) -> StreamError:
+    """The agent's error for a call that ended with `code`; `Unauthenticated` for a handshake.
+
+    grpc reports a failed handshake as UNAVAILABLE, which would read as
+    "connect again" with nothing said of the certificate.
+    """
+    if tls and code == "UNAVAILABLE":
+        reason = _handshake_failure(details)
+        if reason is not None:
+            return Unauthenticated(details, reason=reason)
+    return StreamError.for_status(code, details)

@@ -19,6 +19,7 @@ from llmgw_wire.stream import (
     PeerUnavailable,
     PermissionDenied,
     ServerTLS,
+    Unauthenticated,
     connect,
     start_server,
 )
@@ -153,7 +154,7 @@ def test_an_agent_without_a_client_certificate_is_refused_by_the_handshake(pki: 
         plane = Adopting()
         server = await start_server(plane, tls=pki.server_tls(), node_identity=True)
         try:
-            with pytest.raises(PeerUnavailable):
+            with pytest.raises(Unauthenticated, match="refused the agent's certificate"):
                 await exchange(server.port, pki.client_tls(certificate=False))
         finally:
             await server.stop(grace=None)
