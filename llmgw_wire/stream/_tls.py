@@ -47,6 +47,11 @@ def _pem(value: bytes | str | Path | None) -> bytes | None:
     return _read(Path(value))
 
 
+def _plain(value: bytes | None) -> bytes | None:
+    """Plain bytes: grpc's C extension takes no subclass."""
+    return None if value is None else bytes(value)
+
+
 def _fresh(value: bytes | None) -> bytes | None:
     """`value`, or its file's new contents if the file changed since it was read."""
     if not isinstance(value, _FromFile):
@@ -106,7 +111,7 @@ class ServerTLS:
             )
 
         def configuration() -> Any:
-            key, chain, ca = files
+            key, chain, ca = map(_plain, files)
             return grpc.ssl_server_certificate_configuration([(key, chain)], root_certificates=ca)
 
         def fetch() -> Any:
@@ -149,9 +154,9 @@ class ClientTLS:
     def credentials(self) -> grpc.ChannelCredentials:
         """The grpcio credentials; made from files, with what the files hold now."""
         return grpc.ssl_channel_credentials(
-            root_certificates=_fresh(self.ca),
-            private_key=_fresh(self.private_key),
-            certificate_chain=_fresh(self.certificate_chain),
+            root_certificates=_plain(_fresh(self.ca)),
+            private_key=_plain(_fresh(self.private_key)),
+            certificate_chain=_plain(_fresh(self.certificate_chain)),
         )
 
     def options(self) -> list[tuple[str, Any]]:
