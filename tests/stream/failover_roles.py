@@ -6,7 +6,8 @@
                             READY <node> <shard> for each shard reported ready;
                             starts one shard on a node that runs none; on
                             SIGTERM stops gracefully and prints STOPPED
-    agent TARGET DIR NODE   an agent that stays connected (`keep_connected`),
+    agent TARGETS DIR NODE  an agent that stays connected (`keep_connected`) to
+                            TARGETS, one address or several with commas,
                             keeps its shards' states in DIR, registers with
                             them, and starts what it is told; prints
                             ACK <adopted> for each Ack and STARTED <shard>
@@ -124,7 +125,9 @@ async def agent(target: str, directory: str, node_id: str) -> None:
             elif isinstance(value, StopCommand):
                 pass
 
-    await keep_connected(target, registration, serve, backoff=Backoff(initial=0.5, maximum=2.0))
+    await keep_connected(
+        target.split(","), registration, serve, backoff=Backoff(initial=0.5, maximum=2.0)
+    )
 
 
 CORDONED = "node is cordoned: registration refused by the control plane"

@@ -1,0 +1,152 @@
+"""Several control-plane addresses: an agent finds the one that serves, and moves when it stops."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import socket
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from test_failover import WAIT, Role
+
+from llmgw_wire import Ack, Registration
+from llmgw_wire.stream import (
+    AgentSession,
+    Backoff,
+    ControlPlane,
+    ControlSession,
+    keep_connected,
+    start_server,
+)
+from llmgw_wire.stream._targets import Targets, _split_dns
+from llmgw_wire.testing.sample import sample_registration
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def roles() -> Iterator[list[Role]]:
+    started: list[Role] = []
+    try:
+        yield started
+    finally:
+        for role in started:
+            role.stop()
+
+
+def start(roles: list[Role], *args: str) -> Role:
+    role = Role(*args)
+    roles.append(role)
+    return role
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on (now)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("how", ["graceful stop", "kill -9"])
+def test_an_agent_registers_with_the_second_address_and_moves_back_when_it_stops(
+    roles: list[Role], tmp_path: Path, how: str
+) -> None:
+    first_port = free_port()
+    second = start(roles, "control-plane", "0")
+    (second_port,) = second.expect("LISTENING")
+    agent = start(
+        roles, "agent", f"127.0.0.1:{first_port},127.0.0.1:{second_port}", str(tmp_path), "n0"
+    )
+    # Nothing listens on the first address: the agent registers with the second.
+    assert second.expect("REGISTERED") == ["n0", "[]"]
+    assert second.expect("READY") == ["n0", "n0-s0"]
+    assert agent.expect("STARTED") == ["n0-s0"]
+
+    first = start(roles, "control-plane", str(first_port))
+    assert first.expect("LISTENING") == [str(first_port)]
+    if how == "graceful stop":
+        second.process.send_signal(signal.SIGTERM)
+        second.expect("STOPPED")
+    else:
+        second.process.send_signal(signal.SIGKILL)
+    second.process.wait(WAIT)
+
+    node, shards = first.expect("REGISTERED")
+    assert node == "n0"
+    assert [shard["shard_id"] for shard in json.loads(shards)] == ["n0-s0"]
+
+
+class Acking(ControlPlane):
+    def __init__(self) -> None:
+        self.registered = asyncio.Event()
+
+    async def handle(self, session: ControlSession) -> None:
+        async for value in session:
+            if isinstance(value, Registration):
+                await session.send(Ack(value.node.id, 0, "adopted"))
+
+
+def test_a_dns_name_stands_for_each_of_its_addresses() -> None:
+    async def main() -> None:
+        # "localhost" may resolve to ::1 first, where nothing listens: the agent goes on.
+        server = await start_server(Acking())
+        stop = asyncio.Event()
+        acks: list[Ack] = []
+
+        async def serve(session: AgentSession) -> None:
+            async for value in session:
+                if isinstance(value, Ack):
+                    acks.append(value)
+                    stop.set()
+
+        try:
+            await keep_connected(
+                f"dns:localhost:{server.port}",
+                sample_registration,
+                serve,
+                stop=stop,
+                backoff=Backoff(initial=0.01, maximum=0.05),
+            )
+        finally:
+            await server.stop(grace=None)
+        assert len(acks) == 1
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        ("dns:cp.example:7070", ("cp.example", 7070)),
+        ("dns:///cp.example:7070", ("cp.example", 7070)),
+        ("dns://8.8.8.8/cp.example:7070", ("cp.example", 7070)),
+        ("dns:cp.example", ("cp.example", 443)),
+        ("dns:[::1]:7070", ("::1", 7070)),
+    ],
+)
+def test_dns_names_are_read_as_grpc_reads_them(target: str, expected: tuple[str, int]) -> None:
+    assert _split_dns(target) == expected
+
+
+@pytest.mark.parametrize("target", [[], "", ["a:1", ""], "dns:", "dns:host:port"])
+def test_bad_targets_are_refused_up_front(target: Any) -> None:
+    with pytest.raises(ValueError, match="Expected"):
+        Targets(target, check_name=False)
+
+
+def test_addresses_are_tried_in_turn() -> None:
+    async def main() -> list[str]:
+        targets = Targets(["a:1", "b:2"], check_name=False)
+        seen = []
+        for _ in range(5):
+            seen.append((await targets.current())[0])
+            targets.advance()
+        return seen
+
+    assert asyncio.run(main()) == ["a:1", "b:2", "a:1", "b:2", "a:1"]
