@@ -9,7 +9,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_failover import WAIT, Role
+from test_failover import WAIT, Role, roles, start
 
 from llmgw_wire import Ack, Registration
 from llmgw_wire.stream import (
@@ -24,26 +24,10 @@ from llmgw_wire.stream._targets import Targets, _split_dns
 from llmgw_wire.testing.sample import sample_registration
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
     from pathlib import Path
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture
-def roles() -> Iterator[list[Role]]:
-    started: list[Role] = []
-    try:
-        yield started
-    finally:
-        for role in started:
-            role.stop()
-
-
-def start(roles: list[Role], *args: str) -> Role:
-    role = Role(*args)
-    roles.append(role)
-    return role
+__all__ = ["roles"]  # the fixture of the role processes, shared with the failover tests
 
 
 def free_port() -> int:
