@@ -11,7 +11,9 @@ bytes to grpcio's asyncio API (the official C core), which moves them:
   registers again each time, with what the agent runs then;
 * the control plane subclasses `ControlPlane`, whose `handle(session)` runs
   once per connected agent with a `ControlSession`; `start_server` serves it
-  and gives a `Server` (its `port`, `await stop(grace)`).
+  and gives a `Server` (its `port`, `await stop(grace)`), with the standard
+  health service beside the stream and, when OpenTelemetry's API is
+  installed, its metrics.
 
 Both sessions have `send(value)`, `recv(timeout=...)`, `async for value in
 session`; the agent's also `close()`. A receive timeout leaves the session
@@ -24,6 +26,7 @@ re-exported here), never grpc's:
 * `StreamError` from `recv`, when the call ended with an error status, with
   `code` and `details`; its subclasses `PeerUnavailable` (unreachable, lost,
   or the control plane stopping: connect again), `PermissionDenied`,
+  `Unauthenticated` (a failed TLS handshake, with its `reason`),
   `MessageRejected` (INVALID_ARGUMENT), `RegistrationTimeout`, and
   `StreamClosed` from `send` on a session whose call is over;
 * `DecodeError`, only with `on_bad_message="end"`; by default a message that
