@@ -52,6 +52,13 @@ ends both ways.
 
 from __future__ import annotations
 
+import os
+
+# grpc's C core logs to stderr unless told otherwise (a service logs through
+# Python), and reads this as grpc is first imported: before any module here
+# imports it.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from llmgw_wire.errors import (
     MessageRejected,
     PeerUnavailable,

@@ -6,10 +6,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import os
 import random
 from typing import TYPE_CHECKING, Any
 
+import grpc
+import grpc.aio
 from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
@@ -26,11 +27,6 @@ from llmgw_wire.stream._server import CONNECT_ROUTE, Keepalive, compression_of
 from llmgw_wire.stream._session import AgentSession, BadMessagePolicy
 from llmgw_wire.stream._targets import Targets, moves_on, reason_of
 from llmgw_wire.stream._tls import status_error
-
-os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-
-import grpc
-import grpc.aio
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence

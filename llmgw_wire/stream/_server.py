@@ -7,9 +7,10 @@ import asyncio
 import contextlib
 import errno
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Final
 
+import grpc
+import grpc.aio
 from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
@@ -18,12 +19,6 @@ from llmgw_wire.stream._health import Health
 from llmgw_wire.stream._metrics import StreamMetrics, metrics_for
 from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
 from llmgw_wire.stream._tls import PeerCertificate, ServerTLS, node_ids_of
-
-# C-core logs to stderr unless told otherwise; a service logs through Python.
-os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-
-import grpc
-import grpc.aio
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection

@@ -6,6 +6,11 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,3 +163,38 @@ def test_keep_connected_says_it_at_error_once_and_retries(
 
     with caplog.at_level(logging.INFO, logger="llmgw_wire.stream"):
         run(main)
+
+
+def test_the_c_core_prints_nothing_of_a_failed_handshake() -> None:
+    # In a process of its own, where grpc is first imported by the library.
+    script = textwrap.dedent(
+        """
+        import asyncio
+        from llmgw_wire.stream import Unauthenticated
+        import test_tls_failures as here
+
+        ca, other = here.trustme.CA(), here.trustme.CA()
+
+        async def main():
+            server = await here.start_server(here.Idle(), tls=here.server_tls(ca))
+            try:
+                error = await here.first_error(server.port, here.client_tls(other, ca))
+            finally:
+                await server.stop(grace=None)
+            assert isinstance(error, Unauthenticated), error
+
+        asyncio.run(main())
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if key != "GRPC_VERBOSITY"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "andshake" not in done.stderr
