@@ -15,8 +15,9 @@ from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import DecodeError, PeerUnavailable, RegistrationTimeout, StreamError
-from llmgw_wire.stream._health import Health
+from llmgw_wire.stream._health import HEALTH_SERVICE, Health
 from llmgw_wire.stream._metrics import StreamMetrics, metrics_for
+from llmgw_wire.stream._reflection import serve_reflection
 from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
 from llmgw_wire.stream._tls import PeerCertificate, ServerTLS, node_ids_of
 
@@ -394,6 +395,7 @@ async def start_server(
     keepalive: Keepalive | None = Keepalive(),
     options: list[tuple[str, Any]] | None = None,
     health: bool = True,
+    reflection: bool = False,
     meter_provider: Any = None,
 ) -> Server:
     """Serve `plane` on `host`:`port` over grpc.aio; the server says which port it got.
@@ -428,6 +430,8 @@ async def start_server(
         health: serve the standard health service, `grpc.health.v1.Health`,
             for "" and "llmgw.v1.AgentService": SERVING while it serves,
             NOT_SERVING once a stop has begun or `Server.set_serving(False)`.
+        reflection: serve gRPC server reflection of the agent stream and the
+            health service (for grpcurl); needs the `reflection` extra.
         meter_provider: the OpenTelemetry `MeterProvider` of the stream's
             metrics (see the operating guide); None takes OpenTelemetry's
             global one when its API is installed, False records nothing.
@@ -436,7 +440,8 @@ async def start_server(
 
     Raises:
         OSError: the address cannot be listened on (the port is taken, say).
-        ValueError: node identity without mutual TLS.
+        ValueError: node identity without mutual TLS; reflection without
+            the grpcio-reflection package.
     """
     identity: Callable[[PeerCertificate], Collection[str]] | None
     if node_identity is True:
@@ -465,6 +470,8 @@ async def start_server(
     grpc_server.add_generic_rpc_handlers((server.handler(),))
     if health:
         server._health.add_to(grpc_server)
+    if reflection:
+        serve_reflection(grpc_server, (_SERVICE, HEALTH_SERVICE) if health else (_SERVICE,))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         if tls is None:

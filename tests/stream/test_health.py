@@ -124,3 +124,34 @@ def test_the_health_service_can_be_left_out() -> None:
             await server.stop(grace=None)
 
     run(main)
+
+
+def test_reflection_describes_the_agent_stream_to_a_reflection_client() -> None:
+    pytest.importorskip("grpc_reflection")
+    from google.protobuf.descriptor_pool import DescriptorPool
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
+        ProtoReflectionDescriptorDatabase,
+    )
+
+    async def main() -> None:
+        server = await start_server(Holding(), reflection=True)
+        try:
+
+            def describe() -> tuple[list[str], list[str]]:
+                with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                    database = ProtoReflectionDescriptorDatabase(channel)
+                    pool = DescriptorPool(database)
+                    service = pool.FindServiceByName("llmgw.v1.AgentService")
+                    return sorted(database.get_services()), [m.name for m in service.methods]
+
+            services, methods = await asyncio.to_thread(describe)
+        finally:
+            await server.stop(grace=None)
+        assert services == [
+            "grpc.health.v1.Health",
+            "grpc.reflection.v1alpha.ServerReflection",
+            "llmgw.v1.AgentService",
+        ]
+        assert methods == ["Connect"]
+
+    run(main)
