@@ -68,12 +68,42 @@ def test_an_agent_registers_with_the_second_address_and_moves_back_when_it_stops
 
 class Acking(ControlPlane):
     def __init__(self) -> None:
-        self.registered = asyncio.Event()
+        self.registrations = 0
 
     async def handle(self, session: ControlSession) -> None:
         async for value in session:
             if isinstance(value, Registration):
+                self.registrations += 1
                 await session.send(Ack(value.node.id, 0, "adopted"))
+
+
+def test_an_agent_goes_past_a_standby_that_is_not_serving() -> None:
+    async def main() -> None:
+        standby, leader = Acking(), Acking()
+        first = await start_server(standby)
+        await first.set_serving(False)
+        second = await start_server(leader)
+        stop = asyncio.Event()
+
+        async def serve(session: AgentSession) -> None:
+            async for value in session:
+                if isinstance(value, Ack):
+                    stop.set()
+
+        try:
+            await keep_connected(
+                [f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"],
+                sample_registration,
+                serve,
+                stop=stop,
+                backoff=Backoff(initial=0.01, maximum=0.05),
+            )
+        finally:
+            await first.stop(grace=None)
+            await second.stop(grace=None)
+        assert (standby.registrations, leader.registrations) == (0, 1)
+
+    asyncio.run(asyncio.wait_for(main(), 90))
 
 
 def test_a_dns_name_stands_for_each_of_its_addresses() -> None:

@@ -115,6 +115,10 @@ def test_a_failed_handshake_is_unauthenticated_with_its_reason(case: str, reason
 def test_keep_connected_says_it_at_error_once_and_retries(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    sdk = pytest.importorskip("opentelemetry.sdk.metrics")
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader, NumberDataPoint
+
+    reader = InMemoryMetricReader()
     ca, other = trustme.CA(), trustme.CA()
     rounds = 3
 
@@ -144,6 +148,7 @@ def test_keep_connected_says_it_at_error_once_and_retries(
                 stop=stop,
                 backoff=Backoff(initial=0.01, maximum=0.05),
                 tls=client_tls(other, ca),
+                meter_provider=sdk.MeterProvider(metric_readers=[reader]),
             )
             # Told to give up, it raises the error instead.
             with pytest.raises(Unauthenticated, match="does not trust"):
@@ -160,6 +165,15 @@ def test_keep_connected_says_it_at_error_once_and_retries(
         levels = [record.levelno for record in seen]
         assert levels[:rounds] == [logging.ERROR] + [logging.INFO] * (rounds - 1)
         assert "signed by a CA the agent does not trust" in seen[0].getMessage()
+        data = reader.get_metrics_data()
+        assert data is not None
+        ((metric,),) = [scope.metrics for scope in data.resource_metrics[0].scope_metrics]
+        assert metric.name == "llmgw.stream.reconnects"
+        (point,) = metric.data.data_points
+        assert isinstance(point, NumberDataPoint)
+        assert dict(point.attributes or {}) == {"reason": "unauthenticated"}
+        # Every round but the one the stop ended.
+        assert point.value >= rounds - 1
 
     with caplog.at_level(logging.INFO, logger="llmgw_wire.stream"):
         run(main)
