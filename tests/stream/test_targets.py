@@ -77,27 +77,32 @@ class Acking(ControlPlane):
                 await session.send(Ack(value.node.id, 0, "adopted"))
 
 
+async def until_acked(target: str | list[str]) -> None:
+    """Keep connected to `target` until a control plane acks the registration."""
+    stop = asyncio.Event()
+
+    async def serve(session: AgentSession) -> None:
+        async for value in session:
+            if isinstance(value, Ack):
+                stop.set()
+
+    await keep_connected(
+        target,
+        sample_registration,
+        serve,
+        stop=stop,
+        backoff=Backoff(initial=0.01, maximum=0.05),
+    )
+
+
 def test_an_agent_goes_past_a_standby_that_is_not_serving() -> None:
     async def main() -> None:
         standby, leader = Acking(), Acking()
         first = await start_server(standby)
         await first.set_serving(False)
         second = await start_server(leader)
-        stop = asyncio.Event()
-
-        async def serve(session: AgentSession) -> None:
-            async for value in session:
-                if isinstance(value, Ack):
-                    stop.set()
-
         try:
-            await keep_connected(
-                [f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"],
-                sample_registration,
-                serve,
-                stop=stop,
-                backoff=Backoff(initial=0.01, maximum=0.05),
-            )
+            await until_acked([f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"])
         finally:
             await first.stop(grace=None)
             await second.stop(grace=None)
@@ -109,27 +114,13 @@ def test_an_agent_goes_past_a_standby_that_is_not_serving() -> None:
 def test_a_dns_name_stands_for_each_of_its_addresses() -> None:
     async def main() -> None:
         # "localhost" may resolve to ::1 first, where nothing listens: the agent goes on.
-        server = await start_server(Acking())
-        stop = asyncio.Event()
-        acks: list[Ack] = []
-
-        async def serve(session: AgentSession) -> None:
-            async for value in session:
-                if isinstance(value, Ack):
-                    acks.append(value)
-                    stop.set()
-
+        plane = Acking()
+        server = await start_server(plane)
         try:
-            await keep_connected(
-                f"dns:localhost:{server.port}",
-                sample_registration,
-                serve,
-                stop=stop,
-                backoff=Backoff(initial=0.01, maximum=0.05),
-            )
+            await until_acked(f"dns:localhost:{server.port}")
         finally:
             await server.stop(grace=None)
-        assert len(acks) == 1
+        assert plane.registrations == 1
 
     asyncio.run(asyncio.wait_for(main(), 90))
 
