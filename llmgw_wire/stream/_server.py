@@ -395,6 +395,7 @@ async def start_server(
     keepalive: Keepalive | None = Keepalive(),
     options: list[tuple[str, Any]] | None = None,
     health: bool = True,
+    serving: bool = True,
     reflection: bool = False,
     meter_provider: Any = None,
 ) -> Server:
@@ -430,6 +431,8 @@ async def start_server(
         health: serve the standard health service, `grpc.health.v1.Health`,
             for "" and "llmgw.v1.AgentService": SERVING while it serves,
             NOT_SERVING once a stop has begun or `Server.set_serving(False)`.
+        serving: False starts as a standby: NOT_SERVING, refusing agent
+            streams until `Server.set_serving(True)`.
         reflection: serve gRPC server reflection of the agent stream and the
             health service (for grpcurl); needs the `reflection` extra.
         meter_provider: the OpenTelemetry `MeterProvider` of the stream's
@@ -482,7 +485,7 @@ async def start_server(
         raise OSError(errno.EADDRINUSE, f"cannot listen on {address}: {exc}") from None
     if bound == 0:
         raise OSError(errno.EADDRINUSE, f"cannot listen on {address}")
-    await server._health.start()
+    await server._health.set_serving(serving)
     await grpc_server.start()
     server._server = grpc_server
     server.port = bound

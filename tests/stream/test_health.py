@@ -69,7 +69,7 @@ def test_serving_then_not_serving_once_a_graceful_stop_begins() -> None:
                 await agent.send(sample_registration())
                 await asyncio.wait_for(plane.registered.wait(), WAIT)
                 # The agent's call is held open, so the stop stays in its grace period.
-                stopping = asyncio.ensure_future(server.stop(grace=WAIT))
+                stopping = asyncio.ensure_future(server.stop(grace=60))
                 assert (await asyncio.wait_for(watch.read(), WAIT)).status == NOT_SERVING
                 assert not stopping.done()
                 assert [await check(stub, s) for s in SERVICES] == [NOT_SERVING, NOT_SERVING]
@@ -80,7 +80,9 @@ def test_serving_then_not_serving_once_a_graceful_stop_begins() -> None:
                 with pytest.raises(PeerUnavailable, match="the control plane is stopping"):
                     await agent.recv(timeout=WAIT)
             await stopping
-            watch.cancel()
+            # Said NOT_SERVING, the Watch ended: it held the stop no longer.
+            assert await watch.read() is grpc.aio.EOF
+            assert await watch.code() == grpc.StatusCode.OK
 
     run(main)
 

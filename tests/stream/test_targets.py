@@ -98,8 +98,7 @@ async def until_acked(target: str | list[str]) -> None:
 def test_an_agent_goes_past_a_standby_that_is_not_serving() -> None:
     async def main() -> None:
         standby, leader = Acking(), Acking()
-        first = await start_server(standby)
-        await first.set_serving(False)
+        first = await start_server(standby, serving=False)
         second = await start_server(leader)
         try:
             await until_acked([f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"])
