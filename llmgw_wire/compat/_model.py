@@ -8,6 +8,7 @@ it), and building one costs more than the comparison.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -18,7 +19,7 @@ from llmgw_wire.errors import WireError
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["CompatError", "Finding", "Node", "Schema", "index"]
+__all__ = ["CompatError", "Finding", "Node", "Schema", "escape_text", "index"]
 
 _D = descriptor_pb2
 _FDP = _D.FieldDescriptorProto
@@ -35,6 +36,21 @@ _MESSAGE_ENUM = _D.DescriptorProto.ENUM_TYPE_FIELD_NUMBER
 _MESSAGE_EXTENSION = _D.DescriptorProto.EXTENSION_FIELD_NUMBER
 _SERVICE_METHOD = _D.ServiceDescriptorProto.METHOD_FIELD_NUMBER
 _FIELD_TYPE_NAME = _FDP.TYPE_NAME_FIELD_NUMBER
+
+
+# C0 and C1 controls (a newline, ANSI's ESC and CSI), DEL, and the backslash
+# that escapes them; a file name or message may hold any of them.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u2028\u2029]")
+
+
+def escape_text(text: str) -> str:
+    """`text` with every control character written as a backslash escape.
+
+    A `.proto` file may be named with a newline, so that a raw line could
+    forge a CI command (`::error ...`) or paint the terminal with ANSI
+    escapes; escaped, each finding stays one line of plain text.
+    """
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class CompatError(WireError):
@@ -73,8 +89,8 @@ class Finding:
         return f"{self.path}:{self.line}:{self.column}"
 
     def __str__(self) -> str:
-        """`path:line:column: RULE: sentence`."""
-        return f"{self.location}: {self.rule}: {self.message}"
+        """`path:line:column: RULE: sentence`, control characters escaped (`escape_text`)."""
+        return f"{escape_text(self.location)}: {self.rule}: {escape_text(self.message)}"
 
 
 @attrs.frozen
