@@ -288,13 +288,12 @@ def _field_no_delete_unless_name_reserved(p: Pair) -> Iterator[Hit]:
 
 @rule("MESSAGE_SAME_REQUIRED_FIELDS", _BOTH, "message")
 def _message_same_required_fields(p: Pair) -> Iterator[Hit]:
+    # As buf: the `required` label of the descriptor, which an editions field
+    # with features.field_presence = LEGACY_REQUIRED does not carry (its
+    # cardinality, which the cardinality rules compare, is still required).
     def required(node: Node, schema: Schema) -> dict[int, Any]:
-        fields = schema.elements["field"]
-        return {
-            f.number: f
-            for f in node.proto.field
-            if schema.cardinality(fields[node.name, f.number]) == "required"
-        }
+        del schema
+        return {f.number: f for f in node.proto.field if f.label == _FDP.LABEL_REQUIRED}
 
     old, new = required(p.old, p.old_schema), required(p.new, p.new_schema)
     for number in sorted(old.keys() - new.keys()):
@@ -499,15 +498,28 @@ def _default(field: Node, schema: Schema) -> tuple[Any, str] | None:  # noqa: PL
         number = int(text, 0) if text is not None else 0
         return number, str(number)
     value_f = float(text) if text is not None else 0.0
-    return value_f, repr(value_f)
+    # buf compares a float's default at float precision.
+    return (_float32(value_f) if kind == "float" else value_f), repr(value_f)
+
+
+def _float32(value: float) -> float:
+    """`value` at float precision, as a `float` field holds it (infinite when out of range)."""
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 def _defaults_equal(old: Any, new: Any, kinds: set[str]) -> bool:
+    # As buf: strings and bytes compare as bytes, and differ from any number
+    # (a type change the type rules report too); numbers, bools and enums by
+    # value, exactly; a float against a double at float precision.
+    if isinstance(old, bytes) or isinstance(new, bytes):
+        return bool(old == new)
     if isinstance(old, float) and isinstance(new, float) and math.isnan(old) and math.isnan(new):
         return True
     if kinds == {"float", "double"}:
-        # A float default widened to double is the same value only at float precision.
-        return bool(struct.pack("<f", old) == struct.pack("<f", new))
+        return _float32(old) == _float32(new)
     return bool(old == new)
 
 
@@ -516,8 +528,6 @@ def _field_same_default(p: Pair) -> Iterator[Hit]:
     old, new = _default(p.old, p.old_schema), _default(p.new, p.new_schema)
     if old is None or new is None or (not old[0] and not new[0]):
         return
-    if type(old[0]) is not type(new[0]) and not {type(old[0]), type(new[0])} <= {int, float, bool}:
-        return  # a type change, which the type rules report
     kinds = {p.old_schema.field_kind(p.old), p.new_schema.field_kind(p.new)}
     if not _defaults_equal(old[0], new[0], kinds):
         yield Hit(
