@@ -260,7 +260,9 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise CompatError(f"{where} is not valid TOML: {exc}") from exc
+        raise CompatError(f"{where} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise CompatError(f"{where} is not a configuration: nested too deeply") from None
     return data
 
 

@@ -197,6 +197,7 @@ BOMB = "version: v2\na: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
             "[tool.llmgw-wire]: Expected a table, got an integer",
         ),
         ("pyproject.toml", "tool = 5\n", "[tool]: Expected a table, got an integer"),
+        ("pyproject.toml", "x = " + "[" * 50000 + "]" * 50000 + "\n", "nested too deeply"),
         (
             "pyproject.toml",
             '[tool.llmgw-wire.compat]\nuse = "WIRE"\n',
