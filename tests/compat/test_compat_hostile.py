@@ -284,3 +284,22 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     process.stdout.close()  # the reader is gone before the command writes
     _, err = process.communicate(timeout=60)
     assert (process.returncode, err) == (141, b"")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_descriptor_set_must_be_a_regular_file(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (folder / "zero.binpb").symlink_to("/dev/zero")
+    assert main(["compat", "new", "--against", "zero.binpb"]) == 2
+    assert "zero.binpb is not a regular file" in one_error_line(capsys)
+
+
+def test_junit_stays_valid_xml_whatever_the_names() -> None:
+    import xml.etree.ElementTree as ET
+
+    finding = compat.Finding("a\x1b[31m\x00.proto", 1, 1, "RULE", "bad\x07message")
+    root = ET.fromstring(compat.render([finding], "junit"))
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert suite.get("name") == "a\\x1b[31m\\x00"
