@@ -106,11 +106,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _load(value: str, *, allow_git: bool, proto_root: Path | None) -> tuple[Any, str, Path | None]:
     """A schema named on the command line, how to print it, and its proto root if a folder."""
     from llmgw_wire import compat
+    from llmgw_wire.compat import _sources
 
     if value.startswith("git:") and allow_git:
         return compat.from_git(value.removeprefix("git:"), proto_root or "proto"), value, None
-    if allow_git and compat.parse_git_input(value) is not None:
-        return compat.from_git_input(value, _subdir(value, proto_root)), value, None
+    if allow_git and _sources.parse_git_input(value) is not None:
+        return _sources.from_git_input(value, _subdir(value, proto_root)), value, None
     path = Path(value)
     if path.is_dir():
         root = compat.find_proto_root(path)
@@ -249,14 +250,16 @@ def run(args: argparse.Namespace) -> int:
     rules = ", ".join(config.use) if config is not None and config.use else category
     count = f"{len(findings)} breaking change{'' if len(findings) == 1 else 's'}"
     verdict = count if findings else "compatible"
-    shown_source, shown_against = compat.escape_text(source), compat.escape_text(against)
+    from llmgw_wire.compat._model import escape_text
+
+    shown_source, shown_against = escape_text(source), escape_text(against)
     print(f"compat: {shown_source} against {shown_against} ({rules}): {verdict}", file=sys.stderr)
     return broken if findings else ok
 
 
 def _one_line(message: str) -> str:
     """An error as one line: its lines joined, control characters escaped."""
-    from llmgw_wire.compat import escape_text
+    from llmgw_wire.compat._model import escape_text
 
     text = ""
     for line in filter(None, (line.strip() for line in message.splitlines())):

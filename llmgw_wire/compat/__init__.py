@@ -26,9 +26,8 @@ from __future__ import annotations
 from llmgw_wire.compat._check import check
 from llmgw_wire.compat._config import Config, find_config, load_config
 from llmgw_wire.compat._deviations import Deviation, deviations
-from llmgw_wire.compat._files import MAX_CONFIG_BYTES, MAX_DESCRIPTOR_SET_BYTES, MAX_PROTO_BYTES
 from llmgw_wire.compat._formats import FORMATS, render
-from llmgw_wire.compat._model import CompatError, Finding, escape_text
+from llmgw_wire.compat._model import CompatError, Finding
 from llmgw_wire.compat._rules import CATEGORIES, RULES
 from llmgw_wire.compat._sources import (
     baseline,
@@ -36,17 +35,12 @@ from llmgw_wire.compat._sources import (
     compile_protos,
     find_proto_root,
     from_git,
-    from_git_input,
-    parse_git_input,
     read_descriptor_set,
 )
 
 __all__ = [
     "CATEGORIES",
     "FORMATS",
-    "MAX_CONFIG_BYTES",
-    "MAX_DESCRIPTOR_SET_BYTES",
-    "MAX_PROTO_BYTES",
     "RULES",
     "CompatError",
     "Config",
@@ -57,13 +51,10 @@ __all__ = [
     "check",
     "compile_protos",
     "deviations",
-    "escape_text",
     "find_config",
     "find_proto_root",
     "from_git",
-    "from_git_input",
     "load_config",
-    "parse_git_input",
     "read_descriptor_set",
     "render",
 ]

@@ -18,6 +18,7 @@ import pytest
 
 from llmgw_wire import compat
 from llmgw_wire._cli import main
+from llmgw_wire.compat._files import MAX_PROTO_BYTES
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -134,7 +135,7 @@ def test_a_fifo_named_proto_is_refused_without_waiting(
 
 def test_a_huge_proto_is_refused(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with (folder / "new" / "big.proto").open("wb") as big:
-        big.truncate(compat.MAX_PROTO_BYTES + 1)
+        big.truncate(MAX_PROTO_BYTES + 1)
     assert main(["compat", "new", "--against", "old"]) == 2
     assert "big.proto is larger than the checker's limit of 4 MiB" in one_error_line(capsys)
 
