@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -57,4 +58,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"llmgw-wire {name}", description=help_line)
     module.add_arguments(parser)
-    return int(module.run(parser.parse_args(rest)))
+    try:
+        status = int(module.run(parser.parse_args(rest)))
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at exit
+    except BrokenPipeError:
+        return _closed_pipe()
+    except KeyboardInterrupt:
+        return 128 + 2  # as a shell reports SIGINT
+    except (OSError, MemoryError, RecursionError) as exc:
+        # A failure is one line, as from any Unix tool, never a traceback.
+        what = getattr(exc, "strerror", None) or type(exc).__name__
+        print(f"llmgw-wire {name}: error: {what}", file=sys.stderr)
+        return 2
+    return status
+
+
+# A reader that closed the pipe (`llmgw-wire ... | head -1`) is no failure: the
+# command ends quietly with the status a shell gives a process killed by SIGPIPE.
+_SIGPIPE_STATUS = 128 + 13
+
+
+def _closed_pipe() -> int:
+    try:
+        # Whatever is still buffered would fail again when Python flushes at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is no file descriptor (captured): nothing will be flushed to it
+    return _SIGPIPE_STATUS

@@ -2,8 +2,9 @@
 
 `llmgw-wire compat [INPUT] [--against X]` checks INPUT (default `proto`: a
 folder of `.proto` files, or a `.binpb`) against X: a folder, a `.binpb`, a
-git revision (`git:REF`), a released schema version shipped in the package
-(`1.0.0`), or by default the last released one. Configuration comes from
+git revision (`git:REF`), buf's git input (`.git#branch=main`), a released
+schema version shipped in the package (`1.0.0`), or by default the last
+released one. Configuration comes from
 `--config`, else from the nearest `buf.yaml` (v2, `breaking:`) or
 `pyproject.toml` (`[tool.llmgw-wire.compat]`). Only the checker is imported;
 the mapping reports (`--mapping`) import the mapping when asked for.
@@ -25,7 +26,8 @@ __all__ = ["add_arguments", "run"]
 
 # Exit statuses: (compatible, breaking changes found, bad input), by --exit-codes.
 _EXIT_CODES = {"llmgw": (0, 1, 2), "buf": (0, 100, 1)}
-_FORMATS = ("text", "json", "github-actions", "junit")
+# compat.FORMATS, spelt out so that declaring the options imports nothing.
+_FORMATS = ("text", "json", "msvs", "github-actions", "junit", "config-ignore-yaml")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,8 +49,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--against",
         metavar="SCHEMA",
         help="the schema peers may still run: a folder of .proto files, a .binpb, a git "
-        "revision (git:REF, or REF when no such path exists), or a released schema version "
-        "shipped in the package (e.g. 1.0.0); default: the last released schema",
+        "revision (git:REF, or REF when no such path exists), buf's git input "
+        "(.git#branch=main, #tag=, #ref=, with subdir= and depth=), or a released schema "
+        "version shipped in the package (e.g. 1.0.0); default: the last released schema",
+    )
+    parser.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="report only findings in this file or folder (as named on the command line, "
+        "or as the file is named in the schema); repeatable",
+    )
+    parser.add_argument(
+        "--exclude-path",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="report no findings in this file or folder; repeatable",
     )
     parser.add_argument(
         "--category",
@@ -88,9 +106,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _load(value: str, *, allow_git: bool, proto_root: Path | None) -> tuple[Any, str, Path | None]:
     """A schema named on the command line, how to print it, and its proto root if a folder."""
     from llmgw_wire import compat
+    from llmgw_wire.compat import _sources
 
     if value.startswith("git:") and allow_git:
         return compat.from_git(value.removeprefix("git:"), proto_root or "proto"), value, None
+    if allow_git and _sources.parse_git_input(value) is not None:
+        return _sources.from_git_input(value, _subdir(value, proto_root)), value, None
     path = Path(value)
     if path.is_dir():
         root = compat.find_proto_root(path)
@@ -109,6 +130,18 @@ def _load(value: str, *, allow_git: bool, proto_root: Path | None) -> tuple[Any,
         else "a file or a folder"
     )
     raise compat.CompatError(f"Expected {what}, got {value!r}")
+
+
+def _subdir(value: str, proto_root: Path | None) -> str | None:
+    """The checked schema's folder inside the repository of a local git input, if it is in it."""
+    repository = Path(value.partition("#")[0])
+    if proto_root is None or not repository.is_dir():
+        return None
+    top = (repository.parent if repository.name == ".git" else repository).resolve()
+    try:
+        return proto_root.resolve().relative_to(top).as_posix()
+    except ValueError:
+        return None
 
 
 def _is_revision(ref: str) -> bool:
@@ -132,6 +165,26 @@ def _config(args: argparse.Namespace, root: Path | None) -> Config | None:
         return load_config(args.config, root)
     found = find_config(root if root is not None else Path.cwd())
     return load_config(found, root) if found is not None else None
+
+
+def _select(findings: list[Finding], root: Path | None, args: argparse.Namespace) -> list[Finding]:
+    """The findings that --path and --exclude-path keep, as buf's options of those names."""
+    from llmgw_wire.compat._config import _under
+
+    def names(finding: Finding) -> tuple[str, ...]:
+        shown = (root / finding.path).as_posix() if root is not None else finding.path
+        return (finding.path, shown)
+
+    def prefixes(paths: list[str]) -> tuple[str, ...]:
+        return tuple(Path(path).as_posix() for path in paths)
+
+    keep, drop = prefixes(args.path), prefixes(args.exclude_path)
+    return [
+        f
+        for f in findings
+        if (not keep or any(_under(name, keep) for name in names(f)))
+        and not any(_under(name, drop) for name in names(f))
+    ]
 
 
 def _display(findings: list[Finding], root: Path | None) -> list[Finding]:
@@ -173,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
                 ignore_only=config.ignore_only,
                 source=config.source,
             )
-        findings = compat.check(old, new, category=category, config=config)
+        findings = _select(compat.check(old, new, category=category, config=config), root, args)
         if args.mapping:
             from llmgw_wire._cli import compat_mapping
 
@@ -182,10 +235,11 @@ def run(args: argparse.Namespace) -> int:
             if released is not None:
                 notes = compat_mapping.mapping_changes(released)
     except compat.CompatError as exc:
-        print(f"llmgw-wire compat: error: {exc}", file=sys.stderr)
+        print(f"llmgw-wire compat: error: {_one_line(str(exc))}", file=sys.stderr)
         return bad
     shown = _display(findings, root)
     sys.stdout.write(compat.render(shown, args.error_format))
+    sys.stdout.flush()  # a closed pipe shows here, before the summary
     if notes:
         from llmgw_wire._cli.compat_mapping import render_changes
 
@@ -196,5 +250,18 @@ def run(args: argparse.Namespace) -> int:
     rules = ", ".join(config.use) if config is not None and config.use else category
     count = f"{len(findings)} breaking change{'' if len(findings) == 1 else 's'}"
     verdict = count if findings else "compatible"
-    print(f"compat: {source} against {against} ({rules}): {verdict}", file=sys.stderr)
+    from llmgw_wire.compat._model import escape_text
+
+    shown_source, shown_against = escape_text(source), escape_text(against)
+    print(f"compat: {shown_source} against {shown_against} ({rules}): {verdict}", file=sys.stderr)
     return broken if findings else ok
+
+
+def _one_line(message: str) -> str:
+    """An error as one line: its lines joined, control characters escaped."""
+    from llmgw_wire.compat._model import escape_text
+
+    text = ""
+    for line in filter(None, (line.strip() for line in message.splitlines())):
+        text += (" " if text.endswith(":") else "; " if text else "") + line
+    return escape_text(text)

@@ -15,8 +15,11 @@ schema marks `[debug_redact = true]`, such as `api_key`) are left out of JSON
 and shown as `<redacted>` in a tree, unless `--show-secrets`.
 
 Exit status: 0 when the bytes decode; 1 when they are not a message of that
-type (or cannot be read), with a message naming the type and the problem;
-2 for a usage error, such as a type this version does not know.
+type (or cannot be read, or are longer than the 4 MiB a message may be: at
+most one byte past that is read, so `/dev/zero` or an endless pipe is refused),
+with a message naming the type and the problem; 2 for a usage error, such as a
+type this version does not know. A reader that closes the pipe early
+(`| head -1`) ends the command quietly with status 141, as SIGPIPE would.
 """
 
 from __future__ import annotations
@@ -31,10 +34,11 @@ from typing import Any
 
 import attrs
 
-from llmgw_wire.codec import decode
+from llmgw_wire.codec import DEFAULT_MAX_SIZE, decode
 from llmgw_wire.codec.envelope import UnknownMember, envelope_codec
 from llmgw_wire.codec.json import make_json_converter
 from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.compat._files import read_at_most
 from llmgw_wire.domain import Registration, ShardCommand
 from llmgw_wire.errors import DecodeError, EncodeError
 from llmgw_wire.mapping import ENVELOPES, PAIRS_WITH_MESSAGE, is_secret
@@ -97,11 +101,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _TooLargeError(Exception):
+    """The input is longer than the codec would accept."""
+
+
 def _read(file: str) -> bytes:
+    # At most one byte more than decode accepts: /dev/zero or an endless pipe
+    # is refused once over the limit, not read into memory.
     if file == "-":
-        return sys.stdin.buffer.read()
-    with open(file, "rb") as stream:
-        return stream.read()
+        data = read_at_most(sys.stdin.buffer, DEFAULT_MAX_SIZE)
+    else:
+        with open(file, "rb") as stream:
+            data = read_at_most(stream, DEFAULT_MAX_SIZE)
+    if len(data) > DEFAULT_MAX_SIZE:
+        raise _TooLargeError
+    return data
 
 
 def _has_unknown_fields(data: bytes, message: str) -> bool:
@@ -125,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
         data = _read(args.file)
     except OSError as exc:
         print(f"error: cannot read {source}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except _TooLargeError:
+        limit = DEFAULT_MAX_SIZE // (1024 * 1024)
+        print(f"error: {source} is larger than the {limit} MiB a message may be", file=sys.stderr)
         return 1
     try:
         shown = _decode(data, message, domain)

@@ -6,7 +6,7 @@ from typing import Any
 
 from llmgw_wire.compat._config import Config
 from llmgw_wire.compat._model import CompatError, Finding, index
-from llmgw_wire.compat._rules import CATEGORIES, REGISTRY, Pair
+from llmgw_wire.compat._rules import CATEGORIES, REGISTRY, ElementPair
 
 __all__ = ["check"]
 
@@ -46,7 +46,7 @@ def check(
             new_node = new_elements.get(key)
             if new_node is None:
                 continue
-            for hit in rule.check(Pair(old_node, new_node, old_schema, new_schema)):
+            for hit in rule.check(ElementPair(old_node, new_node, old_schema, new_schema)):
                 line, column, end_line, end_column = new_schema.locate(hit.node, hit.where)
                 finding = Finding(
                     hit.node.file,

@@ -12,23 +12,65 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from llmgw_wire.compat._files import MAX_CONFIG_BYTES, read_regular_file, safe_relative
 from llmgw_wire.compat._model import CompatError, Finding
 from llmgw_wire.compat._rules import CATEGORIES, RULES
 
 __all__ = ["Config", "find_config", "load_config"]
 
 _KEYS = ("use", "except", "ignore", "ignore_only")
+_WORD = re.compile(r"[A-Z][A-Z0-9_]{0,63}|[a-z][a-z0-9]{0,15}")
+# YAML nested deeper than this is no configuration (and would exhaust the stack).
+_MAX_DEPTH = 32
+
+
+def _kind(value: object) -> str:  # noqa: PLR0911 - one per type
+    """What a configuration value is, in a few words: never the value itself.
+
+    A value of the wrong type may be anything, secrets and megabytes included,
+    so messages name its type; a string is shown only when it is a short word,
+    which is what a misspelt rule or version is (secrets are longer).
+    """
+    if isinstance(value, str):
+        if _WORD.fullmatch(value):
+            return repr(value)
+        return f"a string of {len(value)} characters"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, dict):
+        return f"a mapping of {len(value)} keys"
+    if isinstance(value, list):
+        return f"a list of {len(value)} items"
+    if value is None:
+        return "nothing (null)"
+    return f"a value of type {type(value).__name__}"
 
 
 def _names(value: object, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise CompatError(f"{where}: Expected a list of strings, got {value!r}")
+    if not isinstance(value, list):
+        raise CompatError(f"{where}: Expected a list of strings, got {_kind(value)}")
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise CompatError(f"{where}[{i}]: Expected a string, got {_kind(item)}")
     return tuple(value)
+
+
+def _paths(value: object, where: str) -> tuple[str, ...]:
+    # Paths of a configuration are relative to its folder and stay inside it.
+    names = _names(value, where)
+    for i, name in enumerate(names):
+        safe_relative(name, f"{where}[{i}]")
+    return names
 
 
 def _expand(names: tuple[str, ...], where: str) -> set[str]:
@@ -41,7 +83,7 @@ def _expand(names: tuple[str, ...], where: str) -> set[str]:
         else:
             raise CompatError(
                 f"{where}: Expected a rule or a category of {', '.join(CATEGORIES)}, got "
-                f"{name!r} (the checker applies only buf's WIRE and WIRE_JSON rules)"
+                f"{_kind(name)} (the checker applies only buf's WIRE and WIRE_JSON rules)"
             )
     return rules
 
@@ -114,19 +156,24 @@ def _relative(paths: tuple[str, ...], base: Path, root: Path | None) -> tuple[st
 
 def _from_table(table: object, where: str, base: Path, root: Path | None) -> Config:
     if not isinstance(table, dict):
-        raise CompatError(f"{where}: Expected a table of {', '.join(_KEYS)}, got {table!r}")
-    unknown = sorted(set(table) - set(_KEYS))
+        raise CompatError(f"{where}: Expected a table of {', '.join(_KEYS)}, got {_kind(table)}")
+    unknown = sorted((str(key) for key in set(table) - set(_KEYS)), key=str)
     if unknown:
-        raise CompatError(f"{where}: Expected keys among {', '.join(_KEYS)}, got {unknown[0]!r}")
+        raise CompatError(
+            f"{where}: Expected keys among {', '.join(_KEYS)}, got {_kind(unknown[0])}"
+        )
     only = table.get("ignore_only", {})
     if not isinstance(only, dict):
-        raise CompatError(f"{where}: ignore_only: Expected a table of lists, got {only!r}")
+        raise CompatError(f"{where}: ignore_only: Expected a table of lists, got {_kind(only)}")
+    for name in only:
+        if not isinstance(name, str):
+            raise CompatError(f"{where}: ignore_only: Expected rule names, got {_kind(name)}")
     return Config(
         use=_names(table.get("use", []), f"{where}: use"),
         except_=_names(table.get("except", []), f"{where}: except"),
-        ignore=_relative(_names(table.get("ignore", []), f"{where}: ignore"), base, root),
+        ignore=_relative(_paths(table.get("ignore", []), f"{where}: ignore"), base, root),
         ignore_only={
-            str(name): _relative(_names(paths, f"{where}: ignore_only: {name}"), base, root)
+            name: _relative(_paths(paths, f"{where}: ignore_only: {name}"), base, root)
             for name, paths in only.items()
         },
         source=where,
@@ -153,29 +200,50 @@ def load_config(
     file = Path(path)
     where = os.fspath(path)
     root = Path(proto_root) if proto_root is not None else None
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise CompatError(f"cannot read {where}: {exc.strerror}") from exc
+    text = read_regular_file(file, MAX_CONFIG_BYTES).decode("utf-8", errors="replace")
     if file.suffix == ".toml":
-        table = _toml(text, where).get("tool", {}).get("llmgw-wire", {}).get("compat", {})
+        table: object = _toml(text, where)
+        for key in ("tool", "llmgw-wire", "compat"):
+            if not isinstance(table, dict):
+                break
+            table = table.get(key, {})
+            if not isinstance(table, dict):
+                raise CompatError(
+                    f"{where}: [{_TOML_PATH[key]}]: Expected a table, got {_kind(table)}"
+                )
         return _from_table(table, f"{where} [tool.llmgw-wire.compat]", file.parent, root)
     data = _yaml(text, where)
     # v1's breaking: section has the same keys, its paths relative to the
     # module, which is the file's folder there.
     if not isinstance(data, dict) or data.get("version") not in ("v1", "v2"):
         got = data.get("version") if isinstance(data, dict) else data
-        raise CompatError(f"{where}: Expected a buf.yaml of version v2 or v1, got version {got!r}")
+        raise CompatError(
+            f"{where}: Expected a buf.yaml of version v2 or v1, got version {_kind(got)}"
+        )
     section = data.get("breaking", {})
-    for module in data.get("modules", None) or []:
-        module_dir = file.parent / str(module.get("path", "."))
+    modules = data.get("modules", None) or []
+    if not isinstance(modules, list):
+        raise CompatError(f"{where}: modules: Expected a list of modules, got {_kind(modules)}")
+    for i, module in enumerate(modules):
+        if not isinstance(module, dict):
+            raise CompatError(f"{where}: modules[{i}]: Expected a mapping, got {_kind(module)}")
+        module_path = module.get("path", ".")
+        if not isinstance(module_path, str):
+            raise CompatError(
+                f"{where}: modules[{i}]: path: Expected a string, got {_kind(module_path)}"
+            )
+        safe_relative(module_path, f"{where}: modules[{i}]: path")
+        module_dir = file.parent / module_path
         if root is not None and module_dir.resolve() == root.resolve() and "breaking" in module:
             section = module["breaking"]
     if not isinstance(section, dict):
-        raise CompatError(f"{where}: breaking: Expected a mapping, got {section!r}")
+        raise CompatError(f"{where}: breaking: Expected a mapping, got {_kind(section)}")
     # buf's other breaking keys change nothing the checker does.
     section = {k: v for k, v in section.items() if k not in ("ignore_unstable_packages",)}
     return _from_table(section, f"{where} breaking", file.parent, root)
+
+
+_TOML_PATH = {"tool": "tool", "llmgw-wire": "tool.llmgw-wire", "compat": "tool.llmgw-wire.compat"}
 
 
 def _toml(text: str, where: str) -> dict[str, Any]:
@@ -192,7 +260,9 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise CompatError(f"{where} is not valid TOML: {exc}") from exc
+        raise CompatError(f"{where} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise CompatError(f"{where} is not a configuration: nested too deeply") from None
     return data
 
 
@@ -205,9 +275,42 @@ def _yaml(text: str, where: str) -> Any:
             "pip install 'llmgw-wire[schema]'"
         ) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_loader(yaml))
     except yaml.YAMLError as exc:
-        raise CompatError(f"{where} is not valid YAML: {exc}") from exc
+        # PyYAML's message quotes the offending line: one line of it, bounded.
+        first = " ".join(str(exc).split())[:200]
+        raise CompatError(f"{where} is not valid YAML: {first}") from None
+    except RecursionError:
+        raise CompatError(f"{where} is not a configuration: nested too deeply") from None
+
+
+def _loader(yaml: Any) -> Any:
+    """PyYAML's SafeLoader without aliases, and with a bound on nesting.
+
+    Aliases let a few hundred bytes expand into gigabytes ("billion laughs");
+    a configuration has no use for them, so they are refused as they are met.
+    """
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                event = self.peek_event()
+                raise yaml.composer.ComposerError(
+                    None, None, "aliases (*name) are not allowed here", event.start_mark
+                )
+            self.depth += 1
+            try:
+                if self.depth > _MAX_DEPTH:
+                    raise yaml.composer.ComposerError(
+                        None, None, f"nested deeper than {_MAX_DEPTH}", self.peek_event().start_mark
+                    )
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return Loader
 
 
 def find_config(start: str | os.PathLike[str]) -> Path | None:
@@ -224,8 +327,8 @@ def find_config(start: str | os.PathLike[str]) -> Path | None:
         if buf.is_file():
             return buf
         pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file() and "[tool.llmgw-wire.compat]" in pyproject.read_text(
-            encoding="utf-8", errors="replace"
+        if pyproject.is_file() and b"[tool.llmgw-wire.compat]" in read_regular_file(
+            pyproject, MAX_CONFIG_BYTES
         ):
             return pyproject
         if (candidate / ".git").exists():

@@ -1,4 +1,7 @@
-"""Output formats of the findings: text, json, github-actions and junit, as buf writes them.
+"""Output formats of the findings, as buf writes them: text, json, msvs, github-actions, junit.
+
+`config-ignore-yaml` writes, instead of the findings, the `ignore_only`
+section of a `buf.yaml` that accepts them all (buf has it for `buf lint`).
 
 Each format is a function of the findings (paths as the user should see
 them) to the text printed on standard output; `FORMATS` lists them by the
@@ -8,19 +11,50 @@ name `--error-format` takes.
 from __future__ import annotations
 
 import json
+import re
 from types import MappingProxyType
 from typing import TYPE_CHECKING
+
+from llmgw_wire.compat._model import escape_text
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
     from llmgw_wire.compat._model import Finding
 
-__all__ = ["FORMATS", "render"]
+__all__ = ["FORMATS", "escape_text", "render"]
 
 
 def _text(findings: Sequence[Finding]) -> str:
     return "".join(f"{finding}\n" for finding in findings)
+
+
+def _msvs(findings: Sequence[Finding]) -> str:
+    # Visual Studio's `path(line,column) : error TYPE : message`.
+    return "".join(
+        f"{escape_text(f.path)}({f.line},{f.column}) : error {f.rule} : {escape_text(f.message)}\n"
+        for f in findings
+    )
+
+
+_PLAIN_PATH = re.compile(r"[\w./-]+")
+
+
+def _config_ignore_yaml(findings: Sequence[Finding]) -> str:
+    if not findings:
+        return ""
+    by_rule: dict[str, set[str]] = {}
+    for f in findings:
+        by_rule.setdefault(f.rule, set()).add(f.path)
+    out = ["version: v2", "breaking:", "  ignore_only:"]
+    for rule in sorted(by_rule):
+        out.append(f"    {rule}:")
+        # A JSON string is a YAML string too: any other name is quoted.
+        out.extend(
+            f"      - {path if _PLAIN_PATH.fullmatch(path) else json.dumps(path)}"
+            for path in sorted(by_rule[rule])
+        )
+    return "\n".join(out) + "\n"
 
 
 def _json(findings: Sequence[Finding]) -> str:
@@ -72,9 +106,10 @@ def _junit(findings: Sequence[Finding]) -> str:
     from xml.sax.saxutils import quoteattr
 
     # buf's layout: a test suite per file, a failed test case per finding.
+    # XML 1.0 cannot carry most control characters, even as references.
     by_file: dict[str, list[Finding]] = {}
     for f in findings:
-        by_file.setdefault(f.path, []).append(f)
+        by_file.setdefault(escape_text(f.path), []).append(f)
     out = ["<testsuites>"]
     for path, items in by_file.items():
         name = path.removesuffix(".proto")
@@ -84,7 +119,7 @@ def _junit(findings: Sequence[Finding]) -> str:
         )
         for f in items:
             out.append(f"    <testcase name={quoteattr(f'{f.rule}_{f.line}_{f.column}')}>")
-            message = quoteattr(f"{f.path}:{f.line}:{f.column}:{f.message}")
+            message = quoteattr(f"{path}:{f.line}:{f.column}:{escape_text(f.message)}")
             out.append(f"      <failure message={message} type={quoteattr(f.rule)}></failure>")
             out.append("    </testcase>")
         out.append("  </testsuite>")
@@ -97,8 +132,10 @@ FORMATS: Mapping[str, Callable[[Sequence[Finding]], str]] = MappingProxyType(
     {
         "text": _text,
         "json": _json,
+        "msvs": _msvs,
         "github-actions": _github_actions,
         "junit": _junit,
+        "config-ignore-yaml": _config_ignore_yaml,
     }
 )
 

@@ -8,6 +8,7 @@ it), and building one costs more than the comparison.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -18,7 +19,7 @@ from llmgw_wire.errors import WireError
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["CompatError", "Finding", "Node", "Schema", "index"]
+__all__ = ["CompatError", "Finding", "Schema", "SchemaElement", "escape_text", "index"]
 
 _D = descriptor_pb2
 _FDP = _D.FieldDescriptorProto
@@ -35,6 +36,21 @@ _MESSAGE_ENUM = _D.DescriptorProto.ENUM_TYPE_FIELD_NUMBER
 _MESSAGE_EXTENSION = _D.DescriptorProto.EXTENSION_FIELD_NUMBER
 _SERVICE_METHOD = _D.ServiceDescriptorProto.METHOD_FIELD_NUMBER
 _FIELD_TYPE_NAME = _FDP.TYPE_NAME_FIELD_NUMBER
+
+
+# C0 and C1 controls (a newline, ANSI's ESC and CSI), DEL, and the backslash
+# that escapes them; a file name or message may hold any of them.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u2028\u2029]")
+
+
+def escape_text(text: str) -> str:
+    """`text` with every control character written as a backslash escape.
+
+    A `.proto` file may be named with a newline, so that a raw line could
+    forge a CI command (`::error ...`) or paint the terminal with ANSI
+    escapes; escaped, each finding stays one line of plain text.
+    """
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 class CompatError(WireError):
@@ -73,13 +89,16 @@ class Finding:
         return f"{self.path}:{self.line}:{self.column}"
 
     def __str__(self) -> str:
-        """`path:line:column: RULE: sentence`."""
-        return f"{self.location}: {self.rule}: {self.message}"
+        """`path:line:column: RULE: sentence`, control characters escaped (`escape_text`)."""
+        return f"{escape_text(self.location)}: {self.rule}: {escape_text(self.message)}"
 
 
 @attrs.frozen
-class Node:
-    """A file, message, field, extension, enum or RPC of one schema, with its place."""
+class SchemaElement:
+    """A file, message, field, extension, enum or RPC of one schema, with its place.
+
+    Not the domain's `Node` (a machine): an element of a schema.
+    """
 
     name: str  # full name; the path for a file
     file: str
@@ -112,13 +131,13 @@ class Schema:
             map entry has no source of its own, so buf points at the field.
     """
 
-    elements: dict[str, dict[object, Node]]
-    types: dict[str, Node]
+    elements: dict[str, dict[object, SchemaElement]]
+    types: dict[str, SchemaElement]
     spans: dict[tuple[str, tuple[int, ...]], Span]
     anchors: dict[str, tuple[str, tuple[int, ...]]]
     files: dict[str, Any]
 
-    def locate(self, node: Node, sub: tuple[int, ...] = ()) -> Span:
+    def locate(self, node: SchemaElement, sub: tuple[int, ...] = ()) -> Span:
         """Where `node` (or its part `sub`) is, or else what encloses it."""
         entry = node.name if self.is_map_entry(node.name) else node.parent
         if self.is_map_entry(entry):
@@ -144,9 +163,9 @@ class Schema:
         """`proto2`, `proto3` or `editions`."""
         return str(self.files[file].syntax or "proto2")
 
-    def feature(self, node: Node, name: str) -> int:
+    def feature(self, node: SchemaElement, name: str) -> int:
         """An editions feature of `node`, resolved through what encloses it."""
-        current: Node | None = node
+        current: SchemaElement | None = node
         while current is not None:
             features = current.proto.options.features
             if features.HasField(name):
@@ -157,7 +176,7 @@ class Schema:
             return int(getattr(features, name))
         return _EDITION_DEFAULTS[name]
 
-    def json_format(self, node: Node) -> int:
+    def json_format(self, node: SchemaElement) -> int:
         """The `json_format` feature of a message or enum, as every syntax has it."""
         syntax = self.syntax(node.file)
         if syntax == "proto2":
@@ -168,7 +187,7 @@ class Schema:
 
     # ---------------------------------------------------------- fields
 
-    def field_kind(self, field: Node) -> str:
+    def field_kind(self, field: SchemaElement) -> str:
         """`int32`, `string`, `message`, `group`, `enum`, ..."""
         kind = _TYPE_NAMES[field.proto.type]
         if (
@@ -179,11 +198,11 @@ class Schema:
             return "group"
         return kind
 
-    def type_name(self, field: Node) -> str:
+    def type_name(self, field: SchemaElement) -> str:
         """The full name of a message or enum field's type, without the leading dot."""
         return str(field.proto.type_name).lstrip(".")
 
-    def is_map(self, field: Node) -> bool:
+    def is_map(self, field: SchemaElement) -> bool:
         """Whether `field` is a map field."""
         return bool(
             field.proto.label == _FDP.LABEL_REPEATED
@@ -191,7 +210,7 @@ class Schema:
             and self.is_map_entry(self.type_name(field))
         )
 
-    def cardinality(self, field: Node) -> str:  # noqa: PLR0911 - one per syntax and label
+    def cardinality(self, field: SchemaElement) -> str:  # noqa: PLR0911 - one per syntax and label
         """Buf's words for a field's cardinality."""
         proto = field.proto
         if proto.label == _FDP.LABEL_REPEATED:
@@ -214,7 +233,7 @@ class Schema:
             return REQUIRED
         return IMPLICIT if presence == _FS.IMPLICIT else EXPLICIT
 
-    def json_name(self, field: Node) -> str:
+    def json_name(self, field: SchemaElement) -> str:
         """The field's JSON name: its `json_name`, or protoc's lowerCamelCase of its name."""
         if field.proto.HasField("json_name"):
             return str(field.proto.json_name)
@@ -261,30 +280,30 @@ _EDITION_DEFAULTS = {
 
 def index(files: Iterable[Any], what: str) -> Schema:  # noqa: PLR0912 - one walk of a file
     """Index the files of one `FileDescriptorSet` (`what` names it in errors)."""
-    elements: dict[str, dict[object, Node]] = {
+    elements: dict[str, dict[object, SchemaElement]] = {
         kind: {} for kind in ("file", "message", "field", "enum", "method")
     }
-    types: dict[str, Node] = {}
+    types: dict[str, SchemaElement] = {}
     spans: dict[tuple[str, tuple[int, ...]], Span] = {}
     anchors: dict[str, tuple[str, tuple[int, ...]]] = {}
     by_name: dict[str, Any] = {}
 
     def extension(file: Any, proto: Any, path: tuple[int, ...], scope: str, parent: str) -> None:
         extendee = proto.extendee.lstrip(".")
-        elements["field"]["extend", extendee, proto.number] = Node(
+        elements["field"]["extend", extendee, proto.number] = SchemaElement(
             scope + proto.name, file.name, path, proto, parent, extendee
         )
 
     def enum(file: Any, proto: Any, name: str, path: tuple[int, ...], parent: str) -> None:
-        node = Node(name, file.name, path, proto, parent)
+        node = SchemaElement(name, file.name, path, proto, parent)
         elements["enum"][name] = types[name] = node
 
     def message(file: Any, proto: Any, name: str, path: tuple[int, ...], parent: str) -> None:
-        node = Node(name, file.name, path, proto, parent)
+        node = SchemaElement(name, file.name, path, proto, parent)
         elements["message"][name] = types[name] = node
         for i, field in enumerate(proto.field):
             field_path = (*path, _MESSAGE_FIELD, i)
-            elements["field"][name, field.number] = Node(
+            elements["field"][name, field.number] = SchemaElement(
                 f"{name}.{field.name}", file.name, field_path, field, name
             )
             if field.label == _FDP.LABEL_REPEATED and field.type == _FDP.TYPE_MESSAGE:
@@ -304,7 +323,7 @@ def index(files: Iterable[Any], what: str) -> Schema:  # noqa: PLR0912 - one wal
         if file.name in by_name:
             raise CompatError(f"{what}: the descriptor set holds {file.name} twice")
         by_name[file.name] = file
-        elements["file"][file.name] = Node(file.name, file.name, (), file)
+        elements["file"][file.name] = SchemaElement(file.name, file.name, (), file)
         for location in file.source_code_info.location:
             span = list(location.span)
             if len(span) == 3:
@@ -324,7 +343,7 @@ def index(files: Iterable[Any], what: str) -> Schema:  # noqa: PLR0912 - one wal
         for i, service in enumerate(file.service):
             for j, method in enumerate(service.method):
                 name = f"{scope}{service.name}.{method.name}"
-                elements["method"][name] = Node(
+                elements["method"][name] = SchemaElement(
                     name, file.name, (_FILE_SERVICE, i, _SERVICE_METHOD, j), method
                 )
     for name, file in by_name.items():

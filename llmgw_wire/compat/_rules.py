@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from google.protobuf import descriptor_pb2
 
-from llmgw_wire.compat._model import EXPLICIT, IMPLICIT, MAP, REPEATED, Node, Schema
+from llmgw_wire.compat._model import EXPLICIT, IMPLICIT, MAP, REPEATED, Schema, SchemaElement
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["CATEGORIES", "RULES", "Hit", "Pair", "Rule", "rule"]
+__all__ = ["CATEGORIES", "RULES", "BreakingRule", "ElementPair", "Hit", "rule"]
 
 #: The categories the checker knows, strictest last.
 CATEGORIES = ("WIRE", "WIRE_JSON")
@@ -89,11 +89,11 @@ _WIRE_JSON_CARDINALITY_GROUPS: tuple[frozenset[str], ...] = (frozenset({EXPLICIT
 
 
 @attrs.frozen
-class Pair:
-    """The same element in the old and the new schema."""
+class ElementPair:
+    """The same element in the old and the new schema (not the mapping's `Pair`)."""
 
-    old: Node
-    new: Node
+    old: SchemaElement
+    new: SchemaElement
     old_schema: Schema
     new_schema: Schema
 
@@ -102,22 +102,22 @@ class Pair:
 class Hit:
     """A problem a rule found: the sentence, and where it is in the new schema."""
 
-    node: Node
+    node: SchemaElement
     text: str
     where: tuple[int, ...] = ()  # a path below node
 
 
 @attrs.frozen
-class Rule:
-    """A registered rule: buf's name, its categories, what it pairs, and the check."""
+class BreakingRule:
+    """A registered breaking rule: buf's name, its categories, what it pairs, the check."""
 
     name: str
     categories: frozenset[str]
     kind: str  # "file", "message", "field", "enum" or "method"
-    check: Callable[[Pair], Iterator[Hit]]
+    check: Callable[[ElementPair], Iterator[Hit]]
 
 
-_REGISTRY: dict[str, Rule] = {}
+_REGISTRY: dict[str, BreakingRule] = {}
 _BOTH = CATEGORIES
 _WIRE = ("WIRE",)
 _JSON = ("WIRE_JSON",)
@@ -125,12 +125,14 @@ _JSON = ("WIRE_JSON",)
 
 def rule(
     name: str, categories: tuple[str, ...], kind: str
-) -> Callable[[Callable[[Pair], Iterator[Hit]]], Callable[[Pair], Iterator[Hit]]]:
+) -> Callable[[Callable[[ElementPair], Iterator[Hit]]], Callable[[ElementPair], Iterator[Hit]]]:
     """Register the decorated function as buf's rule `name` in `categories`."""
 
-    def register(check: Callable[[Pair], Iterator[Hit]]) -> Callable[[Pair], Iterator[Hit]]:
+    def register(
+        check: Callable[[ElementPair], Iterator[Hit]],
+    ) -> Callable[[ElementPair], Iterator[Hit]]:
         assert name not in _REGISTRY, name
-        _REGISTRY[name] = Rule(name, frozenset(categories), kind, check)
+        _REGISTRY[name] = BreakingRule(name, frozenset(categories), kind, check)
         return check
 
     return register
@@ -143,7 +145,7 @@ def _q(text: str) -> str:
     return f'"{text}"'
 
 
-def _field_label(field: Node) -> str:
+def _field_label(field: SchemaElement) -> str:
     if field.extension:
         return f"extension {field.proto.number} {_q(field.name)} of message {field.extendee}"
     return f"field {field.proto.number} {_q(field.proto.name)} of message {field.parent}"
@@ -153,7 +155,7 @@ def _same_group(groups: tuple[frozenset[str], ...], old: str, new: str) -> bool:
     return old == new or any(old in group and new in group for group in groups)
 
 
-def _describe_type(field: Node, schema: Schema) -> str:
+def _describe_type(field: SchemaElement, schema: Schema) -> str:
     kind = schema.field_kind(field)
     if kind in ("message", "group", "enum"):
         return f"{kind} {schema.type_name(field)}"
@@ -164,7 +166,7 @@ def _enum_values(schema: Schema, name: str) -> set[tuple[str, int]]:
     return {(value.name, value.number) for value in schema.enum_values(name)}
 
 
-def _type_changed(p: Pair, groups: tuple[frozenset[str], ...]) -> bool:
+def _type_changed(p: ElementPair, groups: tuple[frozenset[str], ...]) -> bool:
     old_kind, new_kind = p.old_schema.field_kind(p.old), p.new_schema.field_kind(p.new)
     if not _same_group(groups, old_kind, new_kind):
         # A string is valid bytes; the reverse holds only for UTF-8.
@@ -183,7 +185,7 @@ def _type_changed(p: Pair, groups: tuple[frozenset[str], ...]) -> bool:
     return False
 
 
-def _oneof(field: Node, schema: Schema) -> str | None:
+def _oneof(field: SchemaElement, schema: Schema) -> str | None:
     # proto3 `optional` fields sit in a synthetic oneof, which is presence, not a oneof.
     if field.extension or not field.proto.HasField("oneof_index") or field.proto.proto3_optional:
         return None
@@ -217,7 +219,7 @@ def _ranges_text(ranges: list[tuple[int, int]], maximum: int) -> str:
     return ", ".join(parts)
 
 
-def _reserved_ranges(node: Node, kind: str) -> list[tuple[int, int]]:
+def _reserved_ranges(node: SchemaElement, kind: str) -> list[tuple[int, int]]:
     # A message's reserved ranges end exclusively, an enum's inclusively.
     shift = 1 if kind == "message" else 0
     return [(r.start, r.end - shift) for r in node.proto.reserved_range]
@@ -238,7 +240,7 @@ def _names(values: list[tuple[int, Any]]) -> str:
 
 
 @rule("FILE_SAME_PACKAGE", _BOTH, "file")
-def _file_same_package(p: Pair) -> Iterator[Hit]:
+def _file_same_package(p: ElementPair) -> Iterator[Hit]:
     old, new = p.old.proto.package, p.new.proto.package
     if old != new:
         yield Hit(
@@ -253,7 +255,9 @@ def _file_same_package(p: Pair) -> Iterator[Hit]:
 # ---------------------------------------------------------------- messages
 
 
-def _field_deleted(p: Pair, reserved: Callable[[Any], bool], what: str, why: str) -> Iterator[Hit]:
+def _field_deleted(
+    p: ElementPair, reserved: Callable[[Any], bool], what: str, why: str
+) -> Iterator[Hit]:
     kept = {field.number for field in p.new.proto.field}
     for field in p.old.proto.field:
         if field.number not in kept and not reserved(field):
@@ -265,7 +269,7 @@ def _field_deleted(p: Pair, reserved: Callable[[Any], bool], what: str, why: str
 
 
 @rule("FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED", _BOTH, "message")
-def _field_no_delete_unless_number_reserved(p: Pair) -> Iterator[Hit]:
+def _field_no_delete_unless_number_reserved(p: ElementPair) -> Iterator[Hit]:
     ranges = _reserved_ranges(p.new, "message")
     return _field_deleted(
         p,
@@ -276,7 +280,7 @@ def _field_no_delete_unless_number_reserved(p: Pair) -> Iterator[Hit]:
 
 
 @rule("FIELD_NO_DELETE_UNLESS_NAME_RESERVED", _JSON, "message")
-def _field_no_delete_unless_name_reserved(p: Pair) -> Iterator[Hit]:
+def _field_no_delete_unless_name_reserved(p: ElementPair) -> Iterator[Hit]:
     reserved = set(p.new.proto.reserved_name)
     return _field_deleted(
         p,
@@ -287,14 +291,13 @@ def _field_no_delete_unless_name_reserved(p: Pair) -> Iterator[Hit]:
 
 
 @rule("MESSAGE_SAME_REQUIRED_FIELDS", _BOTH, "message")
-def _message_same_required_fields(p: Pair) -> Iterator[Hit]:
-    def required(node: Node, schema: Schema) -> dict[int, Any]:
-        fields = schema.elements["field"]
-        return {
-            f.number: f
-            for f in node.proto.field
-            if schema.cardinality(fields[node.name, f.number]) == "required"
-        }
+def _message_same_required_fields(p: ElementPair) -> Iterator[Hit]:
+    # As buf: the `required` label of the descriptor, which an editions field
+    # with features.field_presence = LEGACY_REQUIRED does not carry (its
+    # cardinality, which the cardinality rules compare, is still required).
+    def required(node: SchemaElement, schema: Schema) -> dict[int, Any]:
+        del schema
+        return {f.number: f for f in node.proto.field if f.label == _FDP.LABEL_REQUIRED}
 
     old, new = required(p.old, p.old_schema), required(p.new, p.new_schema)
     for number in sorted(old.keys() - new.keys()):
@@ -312,7 +315,7 @@ def _message_same_required_fields(p: Pair) -> Iterator[Hit]:
         )
 
 
-def _reserved_no_delete(p: Pair, kind: str) -> Iterator[Hit]:
+def _reserved_no_delete(p: ElementPair, kind: str) -> Iterator[Hit]:
     maximum = _MAX_FIELD_NUMBER if kind == "message" else _MAX_ENUM_VALUE
     ranges = _reserved_ranges(p.new, kind)
     for low, high in _reserved_ranges(p.old, kind):
@@ -337,16 +340,16 @@ def _reserved_no_delete(p: Pair, kind: str) -> Iterator[Hit]:
 
 
 @rule("RESERVED_MESSAGE_NO_DELETE", _BOTH, "message")
-def _reserved_message_no_delete(p: Pair) -> Iterator[Hit]:
+def _reserved_message_no_delete(p: ElementPair) -> Iterator[Hit]:
     return _reserved_no_delete(p, "message")
 
 
 @rule("RESERVED_ENUM_NO_DELETE", _BOTH, "enum")
-def _reserved_enum_no_delete(p: Pair) -> Iterator[Hit]:
+def _reserved_enum_no_delete(p: ElementPair) -> Iterator[Hit]:
     return _reserved_no_delete(p, "enum")
 
 
-def _same_json_format(p: Pair, kind: str, where: tuple[int, ...]) -> Iterator[Hit]:
+def _same_json_format(p: ElementPair, kind: str, where: tuple[int, ...]) -> Iterator[Hit]:
     old, new = p.old_schema.json_format(p.old), p.new_schema.json_format(p.new)
     if old == _D.FeatureSet.ALLOW and new != old:
         yield Hit(
@@ -358,12 +361,12 @@ def _same_json_format(p: Pair, kind: str, where: tuple[int, ...]) -> Iterator[Hi
 
 
 @rule("MESSAGE_SAME_JSON_FORMAT", _JSON, "message")
-def _message_same_json_format(p: Pair) -> Iterator[Hit]:
+def _message_same_json_format(p: ElementPair) -> Iterator[Hit]:
     return _same_json_format(p, "message", _MESSAGE_JSON_FORMAT)
 
 
 @rule("ENUM_SAME_JSON_FORMAT", _JSON, "enum")
-def _enum_same_json_format(p: Pair) -> Iterator[Hit]:
+def _enum_same_json_format(p: ElementPair) -> Iterator[Hit]:
     return _same_json_format(p, "enum", _ENUM_JSON_FORMAT)
 
 
@@ -371,7 +374,7 @@ def _enum_same_json_format(p: Pair) -> Iterator[Hit]:
 
 
 @rule("FIELD_SAME_NAME", _JSON, "field")
-def _field_same_name(p: Pair) -> Iterator[Hit]:
+def _field_same_name(p: ElementPair) -> Iterator[Hit]:
     # An extension is known by its full name, a field by its name in the message.
     old, new = (p.old.name, p.new.name) if p.new.extension else (p.old.proto.name, p.new.proto.name)
     if old != new:
@@ -389,7 +392,7 @@ def _field_same_name(p: Pair) -> Iterator[Hit]:
 
 
 @rule("FIELD_SAME_JSON_NAME", _JSON, "field")
-def _field_same_json_name(p: Pair) -> Iterator[Hit]:
+def _field_same_json_name(p: ElementPair) -> Iterator[Hit]:
     # An extension's JSON key is its full name in brackets, which FIELD_SAME_NAME covers.
     if p.new.extension:
         return
@@ -404,7 +407,7 @@ def _field_same_json_name(p: Pair) -> Iterator[Hit]:
 
 
 @rule("FIELD_SAME_ONEOF", _BOTH, "field")
-def _field_same_oneof(p: Pair) -> Iterator[Hit]:
+def _field_same_oneof(p: ElementPair) -> Iterator[Hit]:
     old, new = _oneof(p.old, p.old_schema), _oneof(p.new, p.new_schema)
     if old == new:
         return
@@ -421,7 +424,7 @@ def _field_same_oneof(p: Pair) -> Iterator[Hit]:
     )
 
 
-def _field_type(p: Pair, groups: tuple[frozenset[str], ...], where: str) -> Iterator[Hit]:
+def _field_type(p: ElementPair, groups: tuple[frozenset[str], ...], where: str) -> Iterator[Hit]:
     if not _type_changed(p, groups):
         return
     old_kind, new_kind = p.old_schema.field_kind(p.old), p.new_schema.field_kind(p.new)
@@ -439,16 +442,18 @@ def _field_type(p: Pair, groups: tuple[frozenset[str], ...], where: str) -> Iter
 
 
 @rule("FIELD_WIRE_COMPATIBLE_TYPE", _WIRE, "field")
-def _field_wire_compatible_type(p: Pair) -> Iterator[Hit]:
+def _field_wire_compatible_type(p: ElementPair) -> Iterator[Hit]:
     return _field_type(p, _WIRE_TYPE_GROUPS, "the wire format")
 
 
 @rule("FIELD_WIRE_JSON_COMPATIBLE_TYPE", _JSON, "field")
-def _field_wire_json_compatible_type(p: Pair) -> Iterator[Hit]:
+def _field_wire_json_compatible_type(p: ElementPair) -> Iterator[Hit]:
     return _field_type(p, _WIRE_JSON_TYPE_GROUPS, "the wire format or JSON")
 
 
-def _field_cardinality(p: Pair, groups: tuple[frozenset[str], ...], where: str) -> Iterator[Hit]:
+def _field_cardinality(
+    p: ElementPair, groups: tuple[frozenset[str], ...], where: str
+) -> Iterator[Hit]:
     old, new = p.old_schema.cardinality(p.old), p.new_schema.cardinality(p.new)
     if not _same_group(groups, old, new):
         yield Hit(
@@ -459,12 +464,12 @@ def _field_cardinality(p: Pair, groups: tuple[frozenset[str], ...], where: str) 
 
 
 @rule("FIELD_WIRE_COMPATIBLE_CARDINALITY", _WIRE, "field")
-def _field_wire_compatible_cardinality(p: Pair) -> Iterator[Hit]:
+def _field_wire_compatible_cardinality(p: ElementPair) -> Iterator[Hit]:
     return _field_cardinality(p, _WIRE_CARDINALITY_GROUPS, "the wire format")
 
 
 @rule("FIELD_WIRE_JSON_COMPATIBLE_CARDINALITY", _JSON, "field")
-def _field_wire_json_compatible_cardinality(p: Pair) -> Iterator[Hit]:
+def _field_wire_json_compatible_cardinality(p: ElementPair) -> Iterator[Hit]:
     return _field_cardinality(p, _WIRE_JSON_CARDINALITY_GROUPS, "the wire format or JSON")
 
 
@@ -474,7 +479,7 @@ _INTEGERS = frozenset(
 )
 
 
-def _default(field: Node, schema: Schema) -> tuple[Any, str] | None:  # noqa: PLR0911 - one per kind
+def _default(field: SchemaElement, schema: Schema) -> tuple[Any, str] | None:  # noqa: PLR0911 - one per kind
     """A field's default as a comparable value and as text, if it can have one."""
     proto = field.proto
     kind = schema.field_kind(field)
@@ -499,25 +504,36 @@ def _default(field: Node, schema: Schema) -> tuple[Any, str] | None:  # noqa: PL
         number = int(text, 0) if text is not None else 0
         return number, str(number)
     value_f = float(text) if text is not None else 0.0
-    return value_f, repr(value_f)
+    # buf compares a float's default at float precision.
+    return (_float32(value_f) if kind == "float" else value_f), repr(value_f)
+
+
+def _float32(value: float) -> float:
+    """`value` at float precision, as a `float` field holds it (infinite when out of range)."""
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 def _defaults_equal(old: Any, new: Any, kinds: set[str]) -> bool:
+    # As buf: strings and bytes compare as bytes, and differ from any number
+    # (a type change the type rules report too); numbers, bools and enums by
+    # value, exactly; a float against a double at float precision.
+    if isinstance(old, bytes) or isinstance(new, bytes):
+        return bool(old == new)
     if isinstance(old, float) and isinstance(new, float) and math.isnan(old) and math.isnan(new):
         return True
     if kinds == {"float", "double"}:
-        # A float default widened to double is the same value only at float precision.
-        return bool(struct.pack("<f", old) == struct.pack("<f", new))
+        return _float32(old) == _float32(new)
     return bool(old == new)
 
 
 @rule("FIELD_SAME_DEFAULT", _BOTH, "field")
-def _field_same_default(p: Pair) -> Iterator[Hit]:
+def _field_same_default(p: ElementPair) -> Iterator[Hit]:
     old, new = _default(p.old, p.old_schema), _default(p.new, p.new_schema)
     if old is None or new is None or (not old[0] and not new[0]):
         return
-    if type(old[0]) is not type(new[0]) and not {type(old[0]), type(new[0])} <= {int, float, bool}:
-        return  # a type change, which the type rules report
     kinds = {p.old_schema.field_kind(p.old), p.new_schema.field_kind(p.new)}
     if not _defaults_equal(old[0], new[0], kinds):
         yield Hit(
@@ -532,7 +548,7 @@ def _field_same_default(p: Pair) -> Iterator[Hit]:
 
 
 def _enum_value_deleted(
-    p: Pair, reserved: Callable[[int, list[tuple[int, Any]]], bool], what: str, why: str
+    p: ElementPair, reserved: Callable[[int, list[tuple[int, Any]]], bool], what: str, why: str
 ) -> Iterator[Hit]:
     new = _values_by_number(p.new.proto)
     for number, values in sorted(_values_by_number(p.old.proto).items()):
@@ -545,7 +561,7 @@ def _enum_value_deleted(
 
 
 @rule("ENUM_VALUE_NO_DELETE_UNLESS_NUMBER_RESERVED", _BOTH, "enum")
-def _enum_value_no_delete_unless_number_reserved(p: Pair) -> Iterator[Hit]:
+def _enum_value_no_delete_unless_number_reserved(p: ElementPair) -> Iterator[Hit]:
     ranges = _reserved_ranges(p.new, "enum")
     return _enum_value_deleted(
         p,
@@ -556,7 +572,7 @@ def _enum_value_no_delete_unless_number_reserved(p: Pair) -> Iterator[Hit]:
 
 
 @rule("ENUM_VALUE_NO_DELETE_UNLESS_NAME_RESERVED", _JSON, "enum")
-def _enum_value_no_delete_unless_name_reserved(p: Pair) -> Iterator[Hit]:
+def _enum_value_no_delete_unless_name_reserved(p: ElementPair) -> Iterator[Hit]:
     reserved = set(p.new.proto.reserved_name)
     return _enum_value_deleted(
         p,
@@ -567,7 +583,7 @@ def _enum_value_no_delete_unless_name_reserved(p: Pair) -> Iterator[Hit]:
 
 
 @rule("ENUM_VALUE_SAME_NAME", _JSON, "enum")
-def _enum_value_same_name(p: Pair) -> Iterator[Hit]:
+def _enum_value_same_name(p: ElementPair) -> Iterator[Hit]:
     old = _values_by_number(p.old.proto)
     for number, values in sorted(_values_by_number(p.new.proto).items()):
         if number not in old:
@@ -591,11 +607,13 @@ def _enum_value_same_name(p: Pair) -> Iterator[Hit]:
 # ---------------------------------------------------------------- RPCs
 
 
-def _method_label(method: Node) -> str:
+def _method_label(method: SchemaElement) -> str:
     return f"RPC {method.name}"
 
 
-def _rpc_same_type(p: Pair, attribute: str, what: str, where: tuple[int, ...]) -> Iterator[Hit]:
+def _rpc_same_type(
+    p: ElementPair, attribute: str, what: str, where: tuple[int, ...]
+) -> Iterator[Hit]:
     old = getattr(p.old.proto, attribute).lstrip(".")
     new = getattr(p.new.proto, attribute).lstrip(".")
     if old != new:
@@ -608,16 +626,16 @@ def _rpc_same_type(p: Pair, attribute: str, what: str, where: tuple[int, ...]) -
 
 
 @rule("RPC_SAME_REQUEST_TYPE", _BOTH, "method")
-def _rpc_same_request_type(p: Pair) -> Iterator[Hit]:
+def _rpc_same_request_type(p: ElementPair) -> Iterator[Hit]:
     return _rpc_same_type(p, "input_type", "request", _METHOD_INPUT)
 
 
 @rule("RPC_SAME_RESPONSE_TYPE", _BOTH, "method")
-def _rpc_same_response_type(p: Pair) -> Iterator[Hit]:
+def _rpc_same_response_type(p: ElementPair) -> Iterator[Hit]:
     return _rpc_same_type(p, "output_type", "response", _METHOD_OUTPUT)
 
 
-def _rpc_same_streaming(p: Pair, side: str) -> Iterator[Hit]:
+def _rpc_same_streaming(p: ElementPair, side: str) -> Iterator[Hit]:
     attribute = f"{side}_streaming"
     old, new = getattr(p.old.proto, attribute), getattr(p.new.proto, attribute)
     if old != new:
@@ -630,17 +648,17 @@ def _rpc_same_streaming(p: Pair, side: str) -> Iterator[Hit]:
 
 
 @rule("RPC_SAME_CLIENT_STREAMING", _BOTH, "method")
-def _rpc_same_client_streaming(p: Pair) -> Iterator[Hit]:
+def _rpc_same_client_streaming(p: ElementPair) -> Iterator[Hit]:
     return _rpc_same_streaming(p, "client")
 
 
 @rule("RPC_SAME_SERVER_STREAMING", _BOTH, "method")
-def _rpc_same_server_streaming(p: Pair) -> Iterator[Hit]:
+def _rpc_same_server_streaming(p: ElementPair) -> Iterator[Hit]:
     return _rpc_same_streaming(p, "server")
 
 
 @rule("RPC_SAME_IDEMPOTENCY_LEVEL", _BOTH, "method")
-def _rpc_same_idempotency_level(p: Pair) -> Iterator[Hit]:
+def _rpc_same_idempotency_level(p: ElementPair) -> Iterator[Hit]:
     old, new = p.old.proto.options.idempotency_level, p.new.proto.options.idempotency_level
     if old != new:
         name = _D.MethodOptions.IdempotencyLevel.Name
@@ -659,4 +677,4 @@ RULES: Mapping[str, frozenset[str]] = MappingProxyType(
 )
 
 #: The registered rules, by name (sorted).
-REGISTRY: Mapping[str, Rule] = MappingProxyType({name: _REGISTRY[name] for name in RULES})
+REGISTRY: Mapping[str, BreakingRule] = MappingProxyType({name: _REGISTRY[name] for name in RULES})

@@ -16,6 +16,12 @@ from typing import Any
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
 
+from llmgw_wire.compat._files import (
+    MAX_DESCRIPTOR_SET_BYTES,
+    MAX_PROTO_BYTES,
+    read_regular_file,
+    safe_relative,
+)
 from llmgw_wire.compat._model import CompatError
 
 __all__ = [
@@ -24,6 +30,8 @@ __all__ = [
     "compile_protos",
     "find_proto_root",
     "from_git",
+    "from_git_input",
+    "parse_git_input",
     "read_descriptor_set",
     "revision",
 ]
@@ -59,11 +67,7 @@ def read_descriptor_set(path: str | os.PathLike[str]) -> Any:
     Raises:
         CompatError: the file cannot be read or holds no descriptor set.
     """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise CompatError(f"cannot read {os.fspath(path)}: {exc.strerror}") from exc
-    return parse(data, os.fspath(path))
+    return parse(read_regular_file(path, MAX_DESCRIPTOR_SET_BYTES), os.fspath(path))
 
 
 def _proto_files(folder: Path) -> list[Path]:
@@ -79,6 +83,12 @@ def _proto_files(folder: Path) -> list[Path]:
         )
         found.extend(Path(top, name) for name in sorted(files) if name.endswith(".proto"))
     return found
+
+
+def _read_proto(file: Path) -> bytes:
+    # A link could point anywhere (/dev/zero, a file outside the repository):
+    # only regular files, each bounded, as protoc itself is then handed copies.
+    return read_regular_file(file, MAX_PROTO_BYTES, follow_links=False)
 
 
 def find_proto_root(folder: str | os.PathLike[str]) -> Path:
@@ -101,7 +111,7 @@ def find_proto_root(folder: str | os.PathLike[str]) -> Path:
         raise CompatError(f"no .proto files under {os.fspath(folder)}")
     roots: set[Path] = set()
     for file in files:
-        match = _PACKAGE.search(file.read_bytes()[:65536])
+        match = _PACKAGE.search(_read_proto(file)[:65536])
         parts = match.group(1).decode().split(".") if match else []
         directory = file.parent.relative_to(base).parts
         if not parts or tuple(directory[-len(parts) :]) != tuple(parts):
@@ -141,27 +151,50 @@ def compile_protos(root: str | os.PathLike[str]) -> Any:
             "compiling .proto files needs grpcio-tools; install the `schema` extra: "
             "pip install 'llmgw-wire[schema]'"
         )
+    include = _include_dir()
     with tempfile.TemporaryDirectory() as scratch:
+        # protoc reads copies: only regular files, each bounded, so that a
+        # link or a FIFO in the folder is refused here rather than followed.
+        sources = Path(scratch, "src")
+        inputs = []
+        for name in sorted(names):
+            data = _read_proto(folder / name)
+            if include.joinpath(name).is_file():
+                # A well-known file (google/protobuf/cpp_features.proto, say)
+                # that grpcio-tools ships too: fed twice, protoc refuses it as
+                # "shadowed"; its own copy serves the imports, as buf's does.
+                continue
+            target = sources / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            inputs.append(str(target))
+        if not inputs:
+            raise CompatError(f"no .proto files under {os.fspath(root)} but well-known ones")
         out = Path(scratch) / "schema.binpb"
         status, errors = _protoc(
             [
-                f"--proto_path={folder.resolve()}",
+                f"--proto_path={sources}",
                 "--include_imports",
                 "--include_source_info",
                 f"--descriptor_set_out={out}",
                 # Disk paths, so that protoc cannot mistake one for a file of
                 # the current folder; it names them by their path under the root.
-                *(str(folder.resolve() / name) for name in sorted(names)),
+                *inputs,
             ]
         )
         if status != 0:
             # grpcio-tools' protoc starts with a logging notice that says nothing of the files.
-            prefix = f"{folder.resolve()}{os.sep}"
+            prefix = f"{sources}{os.sep}"
             lines = [
                 line.replace(prefix, "") for line in errors.splitlines() if "absl::" not in line
             ]
             raise CompatError(f"protoc rejects {os.fspath(root)}:\n" + "\n".join(lines))
         return read_descriptor_set(out)
+
+
+def _include_dir() -> Any:
+    """Where grpcio-tools keeps the well-known `.proto` files (`google/protobuf/...`)."""
+    return importlib.resources.files(_PROTOC_MODULE).joinpath("_proto")
 
 
 _PROTOC_LOCK = threading.Lock()
@@ -181,7 +214,7 @@ def _protoc(args: list[str]) -> tuple[int, str]:
     # this call with the arguments encoded.
     compiler = importlib.import_module(f"{_PROTOC_MODULE}._protoc_compiler")
     # What `python -m grpc_tools.protoc` adds itself: the well-known types.
-    include = importlib.resources.files(_PROTOC_MODULE).joinpath("_proto")
+    include = _include_dir()
     argv = [arg.encode() for arg in ["protoc", f"--proto_path={include}", *args]]
     with _PROTOC_LOCK, tempfile.TemporaryFile() as errors:
         sys.stderr.flush()
@@ -231,14 +264,12 @@ def from_git(ref: str, proto_dir: str | os.PathLike[str] = "proto") -> Any:
 
     Raises:
         CompatError: git is missing, `ref` is not a commit (with a hint in a
-            shallow clone), or the folder had no `.proto` files at that revision.
+            shallow clone), the folder had no `.proto` files at that revision,
+            or the tree holds a path that would leave it (see `from_git_input`).
     """
     folder = Path(proto_dir).resolve()
     cwd = folder if folder.is_dir() else Path.cwd()
-    top = _git(["rev-parse", "--show-toplevel"], cwd)
-    if top.returncode != 0:
-        raise CompatError(f"{cwd} is not in a git repository")
-    toplevel = Path(top.stdout.decode().strip()).resolve()
+    toplevel = _toplevel(cwd)
     try:
         prefix = folder.relative_to(toplevel).as_posix()
     except ValueError:
@@ -246,17 +277,146 @@ def from_git(ref: str, proto_dir: str | os.PathLike[str] = "proto") -> Any:
     commit = revision(ref, toplevel)
     if commit is None:
         raise _not_a_revision(ref, toplevel)
-    listed = _git(["ls-tree", "-r", "-z", "--name-only", commit, "--", prefix], toplevel)
-    paths = [p for p in listed.stdout.decode().split("\0") if p.endswith(".proto")]
-    if not paths:
-        raise CompatError(f"no .proto files under {prefix}/ at {ref}")
     with tempfile.TemporaryDirectory() as scratch:
-        for path in paths:
-            blob = _git(["show", f"{commit}:{path}"], toplevel)
-            target = Path(scratch, path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(blob.stdout)
+        _extract(toplevel, commit, prefix, Path(scratch), ref)
         return compile_protos(Path(scratch, prefix))
+
+
+def _toplevel(cwd: Path) -> Path:
+    top = _git(["rev-parse", "--show-toplevel"], cwd)
+    if top.returncode != 0:
+        raise CompatError(f"{cwd} is not in a git repository")
+    return Path(top.stdout.decode().strip()).resolve()
+
+
+def _extract(repo: Path, commit: str, prefix: str, scratch: Path, shown: str) -> None:
+    """Write the `.proto` files under `prefix` at `commit` into `scratch`, refusing escapes.
+
+    A tree is data someone else made: `git mktree` accepts entries named
+    `..`, and a link can point anywhere, so every path is checked to stay
+    inside `scratch`, links are refused, and each blob is bounded in size.
+    """
+    listed = _git(["ls-tree", "-r", "-z", "-l", "--full-tree", commit, "--", prefix], repo)
+    if listed.returncode != 0:
+        reason = listed.stderr.decode(errors="replace").strip().splitlines()[:1]
+        raise CompatError(f"cannot list {prefix} at {shown}: {' '.join(reason)}")
+    found = 0
+    for entry in listed.stdout.split(b"\0"):
+        meta, _, raw = entry.partition(b"\t")
+        path = raw.decode("utf-8", errors="replace")
+        if not path.endswith(".proto"):
+            continue
+        mode, kind, blob, size = meta.split()
+        safe_relative(path, f"the tree of {shown}")
+        if mode == b"120000":
+            raise CompatError(
+                f"{path!r} is a symbolic link at {shown}; the checker reads only regular files"
+            )
+        if kind != b"blob":
+            continue  # a submodule's commit
+        if int(size) > MAX_PROTO_BYTES:
+            raise CompatError(f"{path!r} at {shown} is larger than the checker's limit of 4 MiB")
+        target = scratch.joinpath(*path.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(_git(["cat-file", "blob", blob.decode()], repo).stdout)
+        found += 1
+    if not found:
+        raise CompatError(f"no .proto files under {prefix}/ at {shown}")
+
+
+#: The keys of buf's git input (`.git#branch=main,subdir=proto`) that the checker reads.
+GIT_INPUT_KEYS = ("branch", "tag", "ref", "subdir", "depth")
+_IGNORED_GIT_KEYS = ("recurse_submodules",)
+
+
+def parse_git_input(value: str) -> dict[str, str] | None:
+    """The parts of buf's git input, split into its parts, or None when `value` is not one.
+
+    `value` is a repository (a folder ending in `.git`, or a URL ending in
+    `.git`) with options after `#`: `branch=`, `tag=`, `ref=`, `subdir=`,
+    `depth=`, separated by commas. The repository is under the key `""`.
+
+    Raises:
+        CompatError: an option is unknown or malformed, or names two revisions.
+    """
+    repository, hash_sign, options = value.partition("#")
+    del hash_sign
+    if not repository.rstrip("/").endswith(".git"):
+        return None
+    parts: dict[str, str] = {"": repository.rstrip("/")}
+    for option in filter(None, options.split(",")):
+        key, equals, setting = option.partition("=")
+        if key in _IGNORED_GIT_KEYS:
+            continue
+        if key not in GIT_INPUT_KEYS or not equals or not setting:
+            raise CompatError(
+                f"{value!r}: Expected options among {', '.join(k + '=' for k in GIT_INPUT_KEYS)} "
+                f"after '#', got {option[:60]!r}"
+            )
+        parts[key] = setting
+    if sum(key in parts for key in ("branch", "tag", "ref")) > 1:
+        raise CompatError(f"{value!r}: Expected at most one of branch=, tag= and ref=")
+    if "depth" in parts and not parts["depth"].isdigit():
+        raise CompatError(f"{value!r}: depth: Expected a positive number, got {parts['depth']!r}")
+    if "subdir" in parts:
+        safe_relative(parts["subdir"], f"{value!r}: subdir")
+    return parts
+
+
+def from_git_input(value: str, subdir: str | None = None) -> Any:
+    """Compile the schema that buf's git input `value` names (`.git#branch=main`).
+
+    The repository is a local one (its `.git` folder, or a folder ending in
+    `.git`) or anything else `git clone` takes, which is then cloned (with
+    `depth=`, default 50 as buf's) into a temporary folder. `branch=B` is the
+    local branch `B`, else `origin/B` (as in a CI checkout); `tag=T` a tag;
+    `ref=R` anything `git rev-parse` takes; none of them: `HEAD`. The schema
+    is in `subdir=` (default: `subdir`, else the repository's top), whose
+    proto root is found as for a folder.
+
+    Raises:
+        CompatError: as `from_git`, or the input is malformed, or the clone fails.
+    """
+    parts = parse_git_input(value)
+    if parts is None:
+        raise CompatError(f"Expected a git input such as '.git#branch=main', got {value!r}")
+    folder = parts.get("subdir", subdir if subdir is not None else ".")
+    safe_relative(folder, f"{value!r}: subdir")
+    with tempfile.TemporaryDirectory() as scratch:
+        local = Path(parts[""])
+        if local.is_dir():
+            repo = local
+        else:
+            repo = Path(scratch, "clone")
+            _clone(parts, repo, value)
+        commit = _resolve(parts, repo, value)
+        tree = Path(scratch, "tree")
+        _extract(repo, commit, folder, tree, value)
+        return compile_protos(find_proto_root(tree.joinpath(*folder.split("/"))))
+
+
+def _clone(parts: dict[str, str], repo: Path, value: str) -> None:
+    args = ["clone", "--quiet", "--no-checkout", f"--depth={parts.get('depth', '50')}"]
+    if "branch" in parts or "tag" in parts:
+        args.append(f"--branch={parts.get('branch') or parts['tag']}")
+    result = _git([*args, "--", parts[""], str(repo)], Path.cwd())
+    if result.returncode != 0:
+        reason = result.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        raise CompatError(f"cannot clone {value!r}: {' '.join(reason)}")
+
+
+def _resolve(parts: dict[str, str], repo: Path, value: str) -> str:
+    if "branch" in parts:
+        candidates = [f"refs/heads/{parts['branch']}", f"refs/remotes/origin/{parts['branch']}"]
+    elif "tag" in parts:
+        candidates = [f"refs/tags/{parts['tag']}"]
+    else:
+        candidates = [parts.get("ref", "HEAD")]
+    for candidate in candidates:
+        commit = revision(candidate, repo)
+        if commit is not None:
+            return commit
+    raise _not_a_revision(value, repo)
 
 
 def _schemas() -> Any:

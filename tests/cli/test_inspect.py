@@ -208,3 +208,48 @@ def test_the_command_line_entry_point(command_file: Path) -> None:
     )
     assert (result.returncode, result.stderr) == (0, b"")
     assert json.loads(result.stdout)["startup_timeout"] == 600_000
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/dev/zero"), reason="needs /dev/zero")
+def test_an_endless_file_is_refused_after_the_limit(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = inspect(capsys, "--type", "Ack", "/dev/zero")
+    assert (status, out) == (1, "")
+    assert err == "error: /dev/zero is larger than the 4 MiB a message may be\n"
+
+
+def test_an_endless_pipe_is_refused_after_the_limit() -> None:
+    # `yes` never ends: only the limit plus one byte is read from it.
+    source = subprocess.Popen(["yes"], stdout=subprocess.PIPE)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "llmgw_wire._cli", "inspect", "-t", "Ack", "-"],
+            stdin=source.stdout,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        source.kill()
+        source.wait(timeout=30)
+    assert result.returncode == 1
+    assert result.stderr == b"error: stdin is larger than the 4 MiB a message may be\n"
+
+
+def test_a_closed_pipe_ends_quietly(registration_file: Path) -> None:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llmgw_wire._cli",
+            "inspect",
+            "-t",
+            "Register",
+            str(registration_file),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # as `| head -1` once it has its line
+    _, err = process.communicate(timeout=60)
+    assert (process.returncode, err) == (141, b"")

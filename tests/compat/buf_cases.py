@@ -3,7 +3,8 @@
 `CORPUS` holds every edit of `compat_cases.CASES` (single-file edits whose
 findings the unit tests also assert) and the cases below: extensions, enum
 aliases, map fields, editions, several files, safe edits, and edits of the
-library's own schema (frozen in `schemas/`, with the older peers'). Each case is
+library's own schema (frozen in `schemas/`, with the older peers'), and cases
+after buf's own test pairs (`buf_pairs.py`). Each case is
 `(name, previous, current)`, a schema being a dict of file name to text.
 Between them they exercise every WIRE and WIRE_JSON rule
 (`test_corpus_exercises_every_rule` holds that against buf's recorded
@@ -15,6 +16,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+from buf_pairs import BUF_PAIRS
 from compat_cases import CASES, edit
 
 __all__ = ["CORPUS", "Case"]
@@ -906,4 +908,6 @@ REAL_CASES: list[Case] = [
 
 
 #: Every case of the differential test, by name.
-CORPUS: list[Case] = [_one(name, old, new) for name, old, new, *_ in CASES] + EXTRA + REAL_CASES
+CORPUS: list[Case] = (
+    [_one(name, old, new) for name, old, new, *_ in CASES] + EXTRA + REAL_CASES + BUF_PAIRS
+)

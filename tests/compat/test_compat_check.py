@@ -289,7 +289,7 @@ def test_from_git_finds_the_folder_in_the_repository(
         (["--against", "garbage.binpb"], "garbage.binpb is not a FileDescriptorSet"),
         (["--against", "empty.binpb"], "empty.binpb holds no schema files"),
         (["--against", "empty"], "no .proto files under empty"),
-        (["--against", "broken"], "protoc rejects broken:\nt.proto:2:9: Expected message name.\n"),
+        (["--against", "broken"], "protoc rejects broken: t.proto:2:9: Expected message name.\n"),
         (["--proto", "git:HEAD"], "Expected a file or a folder, got 'git:HEAD'"),
     ],
 )

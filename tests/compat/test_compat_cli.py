@@ -172,8 +172,6 @@ def test_map_fields_as_buf_sees_them(compiled: Callable[[str], object]) -> None:
 def test_deviations_are_data() -> None:
     deviations = compat.deviations()
     assert {d.id for d in deviations} == {
-        "legacy-required-added",
-        "required-to-legacy-required",
         "idempotency-removed-at-rpc",
         "idempotency-removed-not-at-line-1",
     }
