@@ -7,7 +7,10 @@ checkout, so that it exercises what a service gets from `pip install`:
 * `encode`/`decode` of a registration, and `decode` into a wire class;
 * a stream exchange on loopback (127.0.0.1): the agent registers, the control
   plane acknowledges and sends a command, the agent reports it ready;
-* a `ShardStore` save and load in a temporary folder.
+* a `ShardStore` save and load in a temporary folder;
+* the behaviours that set the floors of `pyproject.toml`: upb refuses a length
+  prefix over 5 bytes (protobuf), and a shard state this version does not know
+  reads as FAILED (cattrs).
 
 It prints one line per part and exits non-zero (with the traceback) on the first
 failure. It imports nothing of the checkout's tests and nothing outside the
@@ -22,6 +25,8 @@ import tempfile
 
 import llmgw_wire as wire
 from llmgw_wire import v1
+from llmgw_wire.codec.json import from_json
+from llmgw_wire.errors import DecodeError
 from llmgw_wire.stream import ControlPlane, ControlSession, connect, start_server
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
@@ -84,11 +89,25 @@ def store() -> None:
     print("smoke: a shard store save and load")
 
 
+def floors() -> None:
+    # Field 1 (`node_id`, length-delimited) with a 6-byte length prefix.
+    try:
+        wire.decode(b"\x0a\x82\x80\x80\x80\x80\x00n1", v1.Register)
+    except DecodeError:
+        pass
+    else:
+        raise AssertionError("a length prefix over 5 bytes was read")
+    report = from_json('{"state": "hibernating"}', wire.ShardReport)
+    assert report.state is wire.State.FAILED, report
+    print("smoke: a length over 5 bytes refused, an unknown shard state read as FAILED")
+
+
 def main() -> int:
-    """Run the three parts; return the process exit status."""
+    """Run the parts; return the process exit status."""
     codec()
     stream()
     store()
+    floors()
     print(f"smoke: passed with llmgw-wire {wire.__version__} on Python {sys.version.split()[0]}")
     return 0
 
