@@ -22,7 +22,7 @@ try:
     import griffe
 except ImportError:
     if sys.version_info >= (3, 11):
-        raise  # the `docs` extra, which `dev` includes, is missing
+        raise  # the `docs` dependency group, which `dev` includes, is missing
     pytest.skip("the documentation tools need Python 3.11 or newer", allow_module_level=True)
 
 from test_public_api import PUBLIC_MODULES
