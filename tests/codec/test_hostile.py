@@ -132,6 +132,7 @@ def _field_boundaries(data: bytes) -> set[int]:
     return ends
 
 
+@pytest.mark.slow
 def test_truncation_at_every_offset_of_a_registration() -> None:
     data = encode(sample_registration())
     boundaries = _field_boundaries(data)
@@ -711,6 +712,7 @@ def _official(data: bytes, model: type) -> Any | None:
         return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", FUZZED, ids=lambda m: m.__name__)
 @given(data=st.data())
 def test_corrupted_messages_decode_as_the_official_runtime_reads_them(
