@@ -39,7 +39,8 @@ test: lint gen-check compat
 	@mkdir -p build
 	set -o pipefail; HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -n auto -m "not build" \
 		--durations=30 --durations-min=0.5 | tee build/test-output.txt
-	sed -n '/slowest .*durations/,/^=/p' build/test-output.txt > build/test-durations.txt
+	awk '/slowest .*durations/ {on = 1} on && /^=/ && !/slowest/ {exit} on' \
+		build/test-output.txt > build/test-durations.txt
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
