@@ -129,3 +129,15 @@ def test_the_wheel_installs_and_runs_in_a_fresh_environment(dist: Path, tmp_path
     assert version.stdout.strip() == f"llmgw-wire {__version__}"
     stub = "import llmgw_wire.v1 as v; v.Register; v.AgentMessage; v.ControlMessage"
     subprocess.run([python, "-c", stub], check=True, cwd=tmp_path)
+    # The .proto files, where the docs say they are.
+    protos = (
+        "import importlib.resources as r\n"
+        "folder = r.files('llmgw_wire') / 'proto' / 'llmgw' / 'v1'\n"
+        "print(*sorted(p.name for p in folder.iterdir()))"
+    )
+    shipped = subprocess.run(
+        [python, "-c", protos], check=True, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert shipped.stdout.split() == sorted(
+        p.name for p in (ROOT / "proto/llmgw/v1").glob("*.proto")
+    )
