@@ -132,7 +132,7 @@ def main() -> int:
             if wrong:
                 sys.exit(f"resolutions: floors: not at the floor: {wrong} (wanted {wanted})")
         versions = ", ".join(f"{n} {installed[n]}" for n in sorted(wanted))
-        print(f"resolutions: {name}: passed with {versions}")
+        print(f"resolutions: {name}: passed with {versions}; no {', '.join(ABSENT)} installed")
     return 0
 
 
