@@ -87,6 +87,15 @@ def test_the_core_imports_no_grpclib() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_the_grpclib_codec_without_grpclib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    monkeypatch.setitem(sys.modules, "grpclib.encoding.base", None)
+    monkeypatch.delitem(sys.modules, "llmgw_wire.stream.grpclib_codec", raising=False)
+    with pytest.raises(ImportError, match=re.escape("pip install 'llmgw-wire[grpclib]'")):
+        importlib.import_module("llmgw_wire.stream.grpclib_codec")
+
+
 # --- every path the repository quotes exists ---------------------------------------------
 
 # A path into one of the repository's folders, as the Makefile, the docs and

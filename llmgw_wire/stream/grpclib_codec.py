@@ -34,7 +34,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpclib.encoding.base import CodecBase
+try:
+    from grpclib.encoding.base import CodecBase
+except ImportError as exc:  # the core package installs no grpclib
+    raise ImportError(
+        "llmgw_wire.stream.grpclib_codec needs grpclib: pip install 'llmgw-wire[grpclib]'"
+    ) from exc
 
 from llmgw_wire.codec.binary import decode as _decode
 from llmgw_wire.codec.envelope import (
