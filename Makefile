@@ -160,7 +160,7 @@ load: $(STAMP)
 docs: $(STAMP)
 	@if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
 		NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict && \
-		$(BIN)/python -m pytest -q -m build tests/test_docs.py; \
+		LLMGW_SITE=$(CURDIR)/site $(BIN)/python -m pytest -q -m build tests/test_docs.py; \
 	else echo "docs: the documentation tools need Python >= 3.11; not built"; fi
 
 ## bench-smoke: the benchmarks, whole but tiny: every contender still computes the

@@ -55,6 +55,9 @@ def exported(module: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # `make docs` has built it, and names its folder.
+    if built := os.environ.get("LLMGW_SITE"):
+        return Path(built)
     out = tmp_path_factory.mktemp("site")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
