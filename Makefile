@@ -1,25 +1,30 @@
 # The few entry points. Each creates or updates .venv itself, so a fresh
 # machine needs only Python >= 3.10 and make.
 
+# `make test` keeps pytest's exit status through `tee` (pipefail).
+SHELL  := /bin/bash
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 RUNTIME := $(VENV)/.runtime-stamp
 STAMP  := $(VENV)/.installed-stamp
 export HYPOTHESIS_PROFILE ?= dev
+# The tests that neither start processes nor build anything (`make check`).
+FAST := not slow and not subprocess and not build
 
 .PHONY: demo test lint format gen gen-check pytest bench fuzz matrix clean
 
 # The demo needs only the runtime dependencies; everything else also needs
-# the tools of the `dev` extra.
+# the tools of the `dev` dependency group (pyproject.toml), which is this
+# repository's own and not published; `--group` needs pip >= 25.1.
 $(RUNTIME): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade 'pip>=25.1'
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(RUNTIME)
 
 $(STAMP): $(RUNTIME)
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e . --group dev
 	touch $(STAMP)
 
 ## demo: the main job: a control plane and an agent, each in its own process,
@@ -27,9 +32,15 @@ $(STAMP): $(RUNTIME)
 demo: $(RUNTIME)
 	$(BIN)/llmgw-wire demo
 
-## test: lint, the generated code's freshness, and the whole test suite (ci profile)
+## test: lint, the generated code's freshness, and the test suite (ci profile), but
+## for the builds (wheel, docs site, benchmarks: `make dist docs bench-smoke`);
+## the slowest tests are listed in build/test-durations.txt
 test: lint gen-check compat
-	HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -n auto --durations=15
+	@mkdir -p build
+	set -o pipefail; HYPOTHESIS_PROFILE=ci $(BIN)/python -m pytest -n auto -m "not build" \
+		--durations=30 --durations-min=0.5 | tee build/test-output.txt
+	awk '/slowest .*durations/ {on = 1} on && /^=/ && !/slowest/ {exit} on' \
+		build/test-output.txt > build/test-durations.txt
 
 pytest: $(STAMP)
 	$(BIN)/python -m pytest
@@ -117,7 +128,7 @@ interop: interop-buf interop-go
 ## fixtures: regenerate the wire fixtures of HEAD (tests/fixtures/HEAD) from the
 ## current code, then review `git diff tests/fixtures`; released ones never change
 fixtures: $(STAMP)
-	LLMGW_UPDATE_FIXTURES=1 $(BIN)/python -m pytest -q tests/test_fixtures.py
+	LLMGW_UPDATE_FIXTURES=1 $(BIN)/python -m pytest -q tests/codec/test_fixtures.py
 
 .PHONY: fixtures
 
@@ -144,10 +155,35 @@ load: $(STAMP)
 
 .PHONY: load
 
-## docs: build the documentation site into site/, warnings as errors (Python >= 3.11);
-## `make test` builds it too, in tests/test_docs.py
+## docs: build the documentation site into site/, warnings as errors (Python >= 3.11),
+## and check what it shows (the tests of tests/test_docs.py marked `build`)
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+	@if $(BIN)/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+		NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict && \
+		LLMGW_SITE=$(CURDIR)/site $(BIN)/python -m pytest -q -m build tests/test_docs.py; \
+	else echo "docs: the documentation tools need Python >= 3.11; not built"; fi
+
+## bench-smoke: the benchmarks, whole but tiny: every contender still computes the
+## same thing, and the report is complete (figures mean nothing here)
+bench-smoke: $(STAMP)
+	$(BIN)/python -m pytest -q -m build tests/test_bench_smoke.py
+
+## dist: build the sdist and the wheel into dist/ and check them: metadata,
+## contents (LICENSE, the .proto files, py.typed), version == the CHANGELOG's
+## newest section; then install the wheel as the docs say, in a fresh venv
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --sdist --wheel --outdir dist . > /dev/null
+	$(BIN)/python -m twine check --strict dist/*
+	$(BIN)/python scripts/check_dist.py dist
+	LLMGW_DIST=$(CURDIR)/dist $(BIN)/python -m pytest -q -m build tests/test_wheel.py
+
+## resolutions: the wheel of `make dist` in two fresh venvs, every runtime dependency
+## at its declared floor, then at its newest; each runs scripts/smoke.py
+resolutions: dist
+	$(BIN)/python scripts/resolutions.py --wheel dist/llmgw_wire-*.whl
+
+.PHONY: docs bench-smoke dist resolutions
 
 .PHONY: docs
 
@@ -159,13 +195,12 @@ clean:
 	rm -rf $(VENV) .venv-matrix .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
 
 ## check: the quick loop while editing: ruff, mypy, the contracts, and the tests
-## that do not start processes or build anything (dev profile)
+## that neither start processes nor build anything, nor are marked slow (dev profile)
 check: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -x --deselect tests/test_docs.py \
-		--deselect tests/test_wheel.py --deselect tests/test_restart.py --deselect tests/test_demo.py
+	$(BIN)/python -m pytest -q -x -n auto -m "$(FAST)"
 
 .PHONY: check

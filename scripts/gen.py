@@ -2,7 +2,7 @@
 
 Two artefacts come from the schema, both into `llmgw_wire/_gen/`:
 
-* the betterproto2 dataclasses and grpclib stubs (`llmgw/v1/__init__.py` and
+* the betterproto2 dataclasses, without service stubs (`llmgw/v1/__init__.py` and
   the compiler's `message_pool.py`), the typed wire API;
 * `llmgw_v1.binpb`, the schema as a `FileDescriptorSet`, from which the strict
   byte codec builds its message classes at import time and against which the
@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto"
 GEN = ROOT / "llmgw_wire" / "_gen"
 DESCRIPTOR_SET = "llmgw_v1.binpb"
-PLUGIN_OPTIONS = "client_generation=async,server_generation=async"
+# Messages only: no service stubs, so that the wire classes import no grpclib (the
+# stream runs on grpc.aio; grpclib peers use `llmgw_wire.stream.grpclib_codec`).
+PLUGIN_OPTIONS = "client_generation=none,server_generation=none"
 
 
 def _protos() -> list[str]:

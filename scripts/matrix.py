@@ -1,7 +1,7 @@
 """Run the test suite on every supported Python (3.10 to 3.13), each in its own venv.
 
 Interpreters are found as `python3.X` on PATH, else through pyenv. Each gets
-`.venv-matrix/3.X` with the `dev` extra installed, then runs pytest. Prints a
+`.venv-matrix/3.X` with the `dev` dependency group installed, then runs pytest. Prints a
 line per version and exits non-zero when any version fails or is missing.
 
 Usage: `python scripts/matrix.py [3.10 3.12 ...] [-- pytest args]`.
@@ -59,8 +59,9 @@ def run(version: str, pytest_args: list[str]) -> str:
     if not (env_dir / "bin" / "python").exists():
         subprocess.run([python, "-m", "venv", str(env_dir)], check=True)
     pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "--quiet"]
-    subprocess.run([*pip, "--upgrade", "pip"], check=True)
-    subprocess.run([*pip, "-e", f"{ROOT}[dev]"], check=True)
+    # `--group` needs pip >= 25.1.
+    subprocess.run([*pip, "--upgrade", "pip>=25.1"], check=True)
+    subprocess.run([*pip, "-e", str(ROOT), "--group", f"{ROOT / 'pyproject.toml'}:dev"], check=True)
     tests = subprocess.run(
         [
             str(env_dir / "bin" / "python"),

@@ -4,7 +4,7 @@ One GB200 NVL72 compute tray (four cards, one of them split into MIG slices),
 its agent's running shards and the commands of the control plane. Every field
 of every message is set to a value other than its default (repeated fields and
 maps with two or more entries, optional sub-messages present), so that a
-fixture exercises the whole wire form of its message; `tests/test_fixtures.py`
+fixture exercises the whole wire form of its message; `tests/codec/test_fixtures.py`
 checks it.
 
 The values are written out here rather than taken from `llmgw_wire.testing.sample`:

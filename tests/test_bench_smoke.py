@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.build
 def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     run = subprocess.run(

@@ -22,7 +22,7 @@ try:
     import griffe
 except ImportError:
     if sys.version_info >= (3, 11):
-        raise  # the `docs` extra, which `dev` includes, is missing
+        raise  # the `docs` dependency group, which `dev` includes, is missing
     pytest.skip("the documentation tools need Python 3.11 or newer", allow_module_level=True)
 
 from test_public_api import PUBLIC_MODULES
@@ -55,6 +55,9 @@ def exported(module: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # `make docs` has built it, and names its folder.
+    if built := os.environ.get("LLMGW_SITE"):
+        return Path(built)
     out = tmp_path_factory.mktemp("site")
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
@@ -68,6 +71,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+@pytest.mark.build
 def test_the_site_builds_strictly_without_a_warning(site: Path) -> None:
     # `--strict` fails on warnings; this also catches anything logged above INFO.
     assert (site / "index.html").is_file()
@@ -100,6 +104,7 @@ def expected_rows(pair: Pair, prefix: tuple[str, ...] = ()) -> list[tuple[str, s
     return rows
 
 
+@pytest.mark.build
 def test_the_mapping_reference_shows_every_pair_and_attribute(site: Path) -> None:
     found = sections(read_page(site, "reference/mapping"))
     for pair in PAIRS:
@@ -115,6 +120,7 @@ def test_the_mapping_reference_shows_every_pair_and_attribute(site: Path) -> Non
                 assert wire in shown, f"{pair.domain.__name__}.{attr}: no wire field {wire}"
 
 
+@pytest.mark.build
 def test_the_mapping_reference_reads_embedded_pairs_as_paths(site: Path) -> None:
     section = sections(read_page(site, "reference/mapping"))["gpu"]
     row = re.search(r"<tr>\s*<td[^>]*>14</td>(.*?)</tr>", section, flags=re.DOTALL)
@@ -126,6 +132,7 @@ def describes(rule: Rule) -> str:
     return html.escape(rule.describe(), quote=False)
 
 
+@pytest.mark.build
 def test_the_mapping_reference_says_each_rule_as_the_code_describes_it(site: Path) -> None:
     page = read_page(site, "reference/mapping")
     text = re.sub(r"<[^>]+>", "", page)
@@ -135,12 +142,14 @@ def test_the_mapping_reference_says_each_rule_as_the_code_describes_it(site: Pat
             assert html.escape(plain, quote=False) in text, (pair.domain.__name__, rule.attr)
 
 
+@pytest.mark.build
 def test_the_api_summary_names_every_export(site: Path) -> None:
     shown = codes(read_page(site, "api"))
     missing = [name for name in llmgw_wire.__all__ if name not in shown]
     assert not missing
 
 
+@pytest.mark.build
 def test_the_shard_states_table_has_the_fallback(site: Path) -> None:
     page = read_page(site, "reference/mapping")
     row = re.search(r"a newer peer.*?</tr>", page, flags=re.DOTALL)
@@ -236,6 +245,7 @@ def test_every_public_module_says_what_it_exports() -> None:
     assert without == []
 
 
+@pytest.mark.subprocess
 def test_every_example_type_checks_under_mypy_strict(tmp_path: Path) -> None:
     """The examples are what services copy: they must pass `mypy --strict` as written.
 

@@ -273,6 +273,7 @@ def test_every_module_has_an_all_whose_names_exist(module: str) -> None:
     assert missing == []
 
 
+@pytest.mark.subprocess
 def test_the_root_imports_nothing_heavy_until_a_name_is_used() -> None:
     import subprocess
     import sys

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -14,6 +16,7 @@ def test_the_usage_example_runs() -> None:
     exec(compile(blocks[0], str(README), "exec"), {})
 
 
+@pytest.mark.subprocess
 def test_the_inspect_command_it_shows_runs_on_a_file_the_checkout_has() -> None:
     import shlex
     import subprocess

@@ -432,6 +432,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.subprocess
 def test_a_field_marked_debug_redact_in_a_schema_is_secret_everywhere(tmp_path: Path) -> None:
     # A copy of the library whose schema differs by the option alone: on two
     # fields the domain carries (a string and a map)

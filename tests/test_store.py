@@ -653,6 +653,7 @@ def test_state_file_errors_say_where_and_pickle(store: ShardStore) -> None:
 KILLS = 20
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("disk", ["fast", "slow"])
 def test_a_writer_killed_at_random_points_leaves_the_old_or_the_new_never_a_torn_file(
     directory: Path, disk: str
@@ -691,6 +692,7 @@ WRITERS = 4
 SAVES = 150
 
 
+@pytest.mark.subprocess
 def test_concurrent_writers_and_openers_in_several_processes(directory: Path) -> None:
     ShardStore(directory).close()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
@@ -804,6 +806,7 @@ assert store.load(SHARED.shard_id) == SavedShard(SHARED, State.READY)
 """
 
 
+@pytest.mark.subprocess
 def test_a_file_size_limit_refuses_the_save_and_keeps_the_old_state(directory: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", _FSIZE, str(directory), str(Path(__file__).parent)],

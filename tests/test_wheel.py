@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 import subprocess
 import sys
 import tarfile
@@ -13,12 +15,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.build, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
+    # `make dist` has built them, and names its folder.
+    if built := os.environ.get("LLMGW_DIST"):
+        return Path(built)
+    # A folder named dist/, as `make dist` writes and the docs' install line reads.
+    out = tmp_path_factory.mktemp("checkout") / "dist"
     subprocess.run(
         [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(out), str(ROOT)],
         check=True,
@@ -62,12 +68,43 @@ def test_the_sdist_carries_the_schema_and_the_tests(dist: Path) -> None:
 
 
 def test_the_wheel_installs_and_runs_in_a_fresh_environment(dist: Path, tmp_path: Path) -> None:
+    from test_packaging import INDEX_LINE, WHEEL_LINE
+
     wheel = _one(dist, "llmgw_wire-*.whl")
     env = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env)
     python = env / "bin" / "python"
+    # The docs' install line, as written, from the folder that holds dist/.
+    pip, install, where = shlex.split(WHEEL_LINE)
     subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", f"{wheel}[testing]"],
+        [python, "-m", pip, install, "--quiet", where],
+        check=True,
+        capture_output=True,
+        cwd=dist.parent,
+    )
+    # The requirement line for an index picks this wheel.
+    subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--find-links",
+            dist,
+            "--dest",
+            tmp_path / "picked",
+            INDEX_LINE,
+        ],
+        check=True,
+        capture_output=True,
+    )
+    assert [p.name for p in (tmp_path / "picked").iterdir()] == [wheel.name]
+    # Every module, the extras' included.
+    subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", f"{wheel}[testing,grpclib]"],
         check=True,
         capture_output=True,
     )
@@ -90,5 +127,17 @@ def test_the_wheel_installs_and_runs_in_a_fresh_environment(dist: Path, tmp_path
     from llmgw_wire import __version__
 
     assert version.stdout.strip() == f"llmgw-wire {__version__}"
-    stub = "import llmgw_wire.v1 as v; v.Register; v.AgentServiceStub; v.AgentServiceBase"
+    stub = "import llmgw_wire.v1 as v; v.Register; v.AgentMessage; v.ControlMessage"
     subprocess.run([python, "-c", stub], check=True, cwd=tmp_path)
+    # The .proto files, where the docs say they are.
+    protos = (
+        "import importlib.resources as r\n"
+        "folder = r.files('llmgw_wire') / 'proto' / 'llmgw' / 'v1'\n"
+        "print(*sorted(p.name for p in folder.iterdir()))"
+    )
+    shipped = subprocess.run(
+        [python, "-c", protos], check=True, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert shipped.stdout.split() == sorted(
+        p.name for p in (ROOT / "proto/llmgw/v1").glob("*.proto")
+    )

@@ -5,7 +5,7 @@ the schema: `<Message>.binpb` (deterministic binary), `<Message>.json` (proto
 JSON), one per envelope member for the envelopes
 (`AgentMessage.register.binpb`, ...), and `schema.binpb`, the schema they were
 written with. `make fixtures` (`LLMGW_UPDATE_FIXTURES=1 pytest
-tests/test_fixtures.py`) regenerates HEAD and nothing else. On each schema
+tests/codec/test_fixtures.py`) regenerates HEAD and nothing else. On each schema
 release HEAD is copied to `tests/fixtures/v<version>/`, which never changes
 again.
 """

@@ -37,5 +37,5 @@ def peers() -> Iterator[Peers]:
 @pytest.fixture
 def tls_files(tmp_path: Path) -> TLSFiles:
     """Give a fresh CA, server certificate (127.0.0.1) and client certificate (go-agent-1)."""
-    pytest.importorskip("trustme", reason="TLS tests need trustme (the dev extra)")
+    pytest.importorskip("trustme", reason="TLS tests need trustme (the dev dependency group)")
     return make_tls_files(tmp_path)

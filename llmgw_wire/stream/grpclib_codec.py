@@ -1,8 +1,13 @@
 """A grpclib codec for the agent stream: domain values in and out, upb for the bytes.
 
 The stream's own transport is grpc.aio (`llmgw_wire.stream`); this codec is
-for services and peers that speak grpclib, such as betterproto2's generated
-`AgentServiceBase` and `AgentServiceStub`. grpclib's default codec hands a
+for services and peers that speak grpclib, and needs the `grpclib` extra
+(`pip install 'llmgw-wire[grpclib]'`): the core package installs no grpclib,
+and its wire classes come without grpclib service stubs. A grpclib service
+maps the route `llmgw_wire.stream.CONNECT_ROUTE` to a stream-stream
+`grpclib.const.Handler` of `AgentMessage` in and `ControlMessage` out; a
+grpclib client opens `channel.request(CONNECT_ROUTE, Cardinality.STREAM_STREAM,
+AgentMessage, ControlMessage)`. grpclib's default codec hands a
 stream betterproto2 envelopes, parsed and written by betterproto2: about a
 millisecond for an 8-GPU registration. `WireCodec` reads and writes the
 envelopes with the library's envelope codec (`llmgw_wire.codec.envelope`:
@@ -29,7 +34,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from grpclib.encoding.base import CodecBase
+try:
+    from grpclib.encoding.base import CodecBase
+except ImportError as exc:  # the core package installs no grpclib
+    raise ImportError(
+        "llmgw_wire.stream.grpclib_codec needs grpclib: pip install 'llmgw-wire[grpclib]'"
+    ) from exc
 
 from llmgw_wire.codec.binary import decode as _decode
 from llmgw_wire.codec.envelope import (

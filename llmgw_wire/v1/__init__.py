@@ -1,4 +1,4 @@
-"""The wire layer of schema `llmgw.v1`: betterproto2 message classes and grpclib stubs.
+"""The wire layer of schema `llmgw.v1`: betterproto2 message classes.
 
 Generated from `proto/llmgw/v1/` by `make gen` into `llmgw_wire._gen` (the
 compiler writes its own package layout) and re-exported here under the

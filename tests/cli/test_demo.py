@@ -22,7 +22,7 @@ from llmgw_wire.testing.sample import sample_registration
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(60)]
 
 DEMO = [sys.executable, "-m", "llmgw_wire._cli", "demo"]
 # As a fresh shell runs it: importing the stream in this process (another

@@ -198,6 +198,7 @@ def test_the_tree_writes_scalars_as_json_does() -> None:
     assert '    state: "ready"' in lines
 
 
+@pytest.mark.subprocess
 def test_the_command_line_entry_point(command_file: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "llmgw_wire._cli", "inspect", "-t", "StartShard", "-"],

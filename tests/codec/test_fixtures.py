@@ -4,7 +4,7 @@ Every fixture of every version (`tests/fixtures/HEAD/`, `tests/fixtures/v*/`)
 must decode with the current code to the value it was written from, and
 re-encode to the same bytes through both wire backends. HEAD must be what the
 current code writes: `make fixtures` (`LLMGW_UPDATE_FIXTURES=1 pytest
-tests/test_fixtures.py`) regenerates it, and nothing else.
+tests/codec/test_fixtures.py`) regenerates it, and nothing else.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def test_head_is_fresh() -> None:
         f"tests/fixtures/HEAD is not what the current code writes ({'; '.join(stale)})."
         " If the schema, the mapping or tests/fixture_values.py changed on purpose,"
         f" regenerate it with `make fixtures` ({UPDATE_SWITCH}=1 pytest"
-        " tests/test_fixtures.py), review `git diff tests/fixtures/HEAD`, and commit"
+        " tests/codec/test_fixtures.py), review `git diff tests/fixtures/HEAD`, and commit"
         " it. Released versions (tests/fixtures/v*/) are never regenerated."
     )
 

@@ -132,6 +132,7 @@ def _field_boundaries(data: bytes) -> set[int]:
     return ends
 
 
+@pytest.mark.slow
 def test_truncation_at_every_offset_of_a_registration() -> None:
     data = encode(sample_registration())
     boundaries = _field_boundaries(data)
@@ -316,6 +317,7 @@ def test_the_item_limit_stops_counting_once_over() -> None:
     )
 
 
+@pytest.mark.subprocess
 def test_four_mib_of_empty_elements_take_little_memory() -> None:
     """Without the limit, upb alone takes ~530 MiB for this input and the domain gigabytes."""
     script = (
@@ -346,6 +348,7 @@ _SHAPES = {
 }
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("shape", list(_SHAPES))
 def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
     """betterproto2's parser took minutes on this; nothing parses the bytes but upb now.
@@ -709,6 +712,7 @@ def _official(data: bytes, model: type) -> Any | None:
         return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", FUZZED, ids=lambda m: m.__name__)
 @given(data=st.data())
 def test_corrupted_messages_decode_as_the_official_runtime_reads_them(
@@ -792,6 +796,7 @@ def test_the_corpus(name: str) -> None:
 # --- every path: inspect and the stream's codec ------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_inspect_of_a_mib_envelope_of_unknown_fields(tmp_path: Path) -> None:
     """16.6 s before (betterproto2 walked the unknown fields); a bounded walk names them now."""
     path = tmp_path / "newer.bin"

@@ -31,6 +31,8 @@ from llmgw_wire import compat
 if TYPE_CHECKING:
     from buf_cases import Case
 
+pytestmark = pytest.mark.subprocess
+
 BUF = os.environ.get("LLMGW_BUF", "")
 VERDICTS = Path(__file__).with_name("buf_verdicts.json")
 BUF_YAML = "version: v2\nbreaking:\n  use:\n    - WIRE\n    - WIRE_JSON\n"

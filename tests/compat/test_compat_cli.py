@@ -389,6 +389,7 @@ def test_a_folder_finds_its_proto_root_and_skips_environments(
         compat.find_proto_root(tmp_path)
 
 
+@pytest.mark.subprocess
 def test_a_shallow_clone_gets_a_hint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if shutil.which("git") is None:
         pytest.skip("git is not installed")
@@ -425,6 +426,7 @@ def test_a_shallow_clone_gets_a_hint(tmp_path: Path, monkeypatch: pytest.MonkeyP
     ] == ["FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED"]
 
 
+@pytest.mark.subprocess
 def test_the_command_imports_nothing_heavy() -> None:
     code = (
         "import sys\n"
@@ -446,6 +448,7 @@ def test_the_command_imports_nothing_heavy() -> None:
     assert result.stdout == "[]\n"
 
 
+@pytest.mark.subprocess
 def test_compiling_changes_nothing_of_the_interpreter(tmp_path: Path) -> None:
     code = (
         "import sys\n"

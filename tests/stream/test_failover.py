@@ -26,7 +26,7 @@ from llmgw_wire import Compute, State
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(300)]
 
 ROLES = Path(__file__).with_name("failover_roles.py")
 # Process starts on a busy 2-core machine take seconds.

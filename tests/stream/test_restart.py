@@ -27,6 +27,8 @@ from llmgw_wire.errors import StateFileError
 from llmgw_wire.store import ShardStore
 from llmgw_wire.testing.sample import sample_command
 
+pytestmark = pytest.mark.subprocess
+
 ROLES = Path(__file__).with_name("restart_roles.py")
 TIMEOUT_S = 30
 KILLS = 30

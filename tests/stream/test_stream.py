@@ -354,6 +354,7 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.subprocess
 def test_a_control_plane_that_dies_ends_the_agents_stream() -> None:
     process = subprocess.Popen(
         [sys.executable, "-c", DYING_CONTROL_PLANE], stdout=subprocess.PIPE, text=True

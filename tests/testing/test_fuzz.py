@@ -91,6 +91,7 @@ def test_the_library_converter_passes_where_the_broken_one_fails() -> None:
     assert run.examples == 200
 
 
+@pytest.mark.slow
 def test_the_command_fails_and_its_reproducer_fails_the_same_way(
     broken_hooks: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -121,6 +122,7 @@ def test_the_command_fails_and_its_reproducer_fails_the_same_way(
     assert "1 runs, " in again
 
 
+@pytest.mark.slow
 def test_a_failing_commands_api_key_is_not_shown(
     broken_hooks: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -84,6 +84,7 @@ def _through(into: type, raw: bytes, model: type) -> object:
 LABEL_WITH_AN_UNKNOWN_FIELD = b"\x22\x08\x0a\x01k\x12\x01v\x18\x01"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
 @given(data=st.data())
 def test_the_backends_agree_on_any_bytes(model: type, data: st.DataObject) -> None:
@@ -92,6 +93,7 @@ def test_the_backends_agree_on_any_bytes(model: type, data: st.DataObject) -> No
     assert _through(model, raw, model) == _through(wire_class(model), raw, model)
 
 
+@pytest.mark.slow
 @given(raw=lst.mutated_bytes(Registration))
 @example(raw=LABEL_WITH_AN_UNKNOWN_FIELD)
 def test_the_backends_agree_on_a_registration(raw: bytes) -> None:

@@ -187,6 +187,7 @@ def _check_endpoint(shard: AdoptedShard) -> None:
         assert shard.endpoint.endswith(f":{shard.http_port}")
 
 
+@pytest.mark.slow
 @given(lst.registrations(max_shards=3))
 def test_registered_shards_belong_to_their_node(registration: Registration) -> None:
     cards = {gpu.index for gpu in registration.node.gpus}
@@ -198,6 +199,7 @@ def test_registered_shards_belong_to_their_node(registration: Registration) -> N
         _check_endpoint(shard)
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_compute_options(data: st.DataObject) -> None:
     assert data.draw(lst.adopted_shards(compute=True)).compute is not None
@@ -247,6 +249,7 @@ def _wire_states(message: Any) -> list[int]:
 WITH_STATES = [Registration, AdoptedShard, ShardReport]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", WITH_STATES, ids=lambda m: m.__name__)
 @given(data=st.data())
 def test_unknown_states_in_wire_messages(model: type, data: st.DataObject) -> None:

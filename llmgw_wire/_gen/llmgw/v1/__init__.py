@@ -6,8 +6,6 @@
 __all__ = (
     "Ack",
     "AgentMessage",
-    "AgentServiceBase",
-    "AgentServiceStub",
     "Compute",
     "ControlMessage",
     "EngineProfile",
@@ -28,20 +26,11 @@ __all__ = (
     "Storage",
 )
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import betterproto2
-import grpclib
-from betterproto2 import grpclib as betterproto2_grpclib
 
 from ...message_pool import default_message_pool
-
-if TYPE_CHECKING:
-    import grpclib.server
-    from betterproto2.grpclib.grpclib_client import MetadataLike
-    from grpclib.metadata import Deadline
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
@@ -876,64 +865,3 @@ class Storage(betterproto2.Message):
 
 
 default_message_pool.register_message("llmgw.v1", "Storage", Storage)
-
-
-class AgentServiceStub(betterproto2_grpclib.ServiceStub):
-    """
-    An agent connects once and keeps the stream open: it registers first, then
-    reports shard states and heartbeats; the control plane sends commands.
-    """
-
-    async def connect(
-        self,
-        messages: "AsyncIterable[AgentMessage] | Iterable[AgentMessage]",
-        *,
-        timeout: "float | None" = None,
-        deadline: "Deadline | None" = None,
-        metadata: "MetadataLike | None" = None,
-    ) -> "AsyncIterator[ControlMessage]":
-
-        async for response in self._stream_stream(
-            "/llmgw.v1.AgentService/Connect",
-            messages,
-            AgentMessage,
-            ControlMessage,
-            timeout=timeout,
-            deadline=deadline,
-            metadata=metadata,
-        ):
-            yield response
-
-
-class AgentServiceBase(betterproto2_grpclib.ServiceBase):
-    """
-    An agent connects once and keeps the stream open: it registers first, then
-    reports shard states and heartbeats; the control plane sends commands.
-    """
-
-    async def connect(
-        self, messages: "AsyncIterator[AgentMessage]"
-    ) -> "AsyncIterator[ControlMessage]":
-
-        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
-        yield ControlMessage()
-
-    async def __rpc_connect(
-        self, stream: "grpclib.server.Stream[AgentMessage, ControlMessage]"
-    ) -> None:
-        request = stream.__aiter__()
-        await self._call_rpc_handler_server_stream(
-            self.connect,
-            stream,
-            request,
-        )
-
-    def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
-        return {
-            "/llmgw.v1.AgentService/Connect": grpclib.const.Handler(
-                self.__rpc_connect,
-                grpclib.const.Cardinality.STREAM_STREAM,
-                AgentMessage,
-                ControlMessage,
-            ),
-        }
