@@ -4,7 +4,7 @@
   which is the CHANGELOG's newest section (`## [X.Y.Z] - YYYY-MM-DD`);
 * the wheel holds LICENSE, `py.typed` and every `.proto` file of `proto/`
   (under `llmgw_wire/proto/`); the sdist holds LICENSE and `proto/`;
-* the wheel's metadata: the license, project URLs, `Requires-Python`, and no
+* the wheel's metadata: the license, `Requires-Python`, and no
   runtime requirement on grpclib (it is the `grpclib` extra).
 
 Usage: `python scripts/check_dist.py dist`; exits non-zero listing every problem.
