@@ -133,6 +133,7 @@ SURFACE: dict[str, list[str]] = {
     ],
     "llmgw_wire.stream": [
         "CONNECT_ROUTE",
+        "REFUSED_COMMAND",
         "AgentSession",
         "Backoff",
         "ClientTLS",

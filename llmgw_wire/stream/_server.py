@@ -209,7 +209,10 @@ class Server:
         return check
 
     def _session(
-        self, context: grpc.aio.ServicerContext[Any, Any], end: Callable[[StreamError], None]
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        call: _ServerCall,
+        end: Callable[[StreamError], None],
     ) -> ControlSession:
         metadata = {
             key: value
@@ -220,7 +223,7 @@ class Server:
             PeerCertificate.from_auth_context(context.auth_context()) if self._tls else None
         )
         session = ControlSession(
-            _ServerCall(context),
+            call,
             _peer_address(context.peer()),
             metadata=metadata,
             check_node_id=self._check_node_id(certificate) if self._node_identity else None,
@@ -240,7 +243,8 @@ class Server:
             if not ending.done():
                 ending.set_result(error)
 
-        session = self._session(context, end)
+        call = _ServerCall(context)
+        session = self._session(context, call, end)
         if self._stopping:
             _set_status(context, PeerUnavailable(STOPPING))
             return
@@ -263,7 +267,8 @@ class Server:
             await asyncio.wait((handler, ending), return_when=asyncio.FIRST_COMPLETED)
             _set_status(context, await self._outcome(session, handler, ending))
         except asyncio.CancelledError:
-            # An agent that leaves, or reconnects, cancels its call: no alarm.
+            # The agent's call was cancelled, or its connection lost: no alarm.
+            call.lost.set()
             logger.info("stream with %s lost: the call was cancelled", session)
             if handler is not None and not handler.done():
                 handler.cancel()
@@ -318,18 +323,33 @@ def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError 
     context.set_details(error.details)
 
 
+# How long the end of an agent's messages must stay unexplained by a
+# cancellation before it counts as the agent's half-close (see `_ServerCall.read`).
+HALF_CLOSE_SETTLE: Final = 1.0
+
+LOST: Final = "the agent's call was cancelled, or its connection lost"
+
+
 class _ServerCall:
     """The server's call, as a session sees it: bytes in, bytes out."""
 
     def __init__(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         self._context = context
+        #: Set when grpc cancels the call: the agent cancelled it, or its connection was lost.
+        self.lost = asyncio.Event()
 
     async def read(self) -> bytes | None:
         data = await self._context.read()
         if data is grpc.aio.EOF:
-            if self._context.cancelled():
-                # Not the agent ending its side: its call, or connection, is gone.
-                raise PeerUnavailable("the agent's call was cancelled, or its connection lost")
+            # grpc.aio reads a cancelled call and a half-closed one alike as
+            # EOF, and makes the cancellation known only later, by cancelling
+            # the call's task (`Server._serve` then sets `lost`); that can come
+            # many loop turns after the EOF. The end counts as the agent's
+            # half-close only once it has stayed unexplained for a while.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.lost.wait(), HALF_CLOSE_SETTLE)
+            if self.lost.is_set() or self._context.cancelled():
+                raise PeerUnavailable(LOST)
             return None
         return data  # type: ignore[no-any-return]
 

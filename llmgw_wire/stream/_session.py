@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from llmgw_wire.codec.envelope import (
     AGENT_MESSAGE,
@@ -21,7 +21,16 @@ from llmgw_wire.codec.envelope import (
     envelope_codec,
 )
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
-from llmgw_wire.domain import Ack, Heartbeat, Registration, ShardCommand, ShardReport, StopCommand
+from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.domain import (
+    Ack,
+    Heartbeat,
+    Registration,
+    ShardCommand,
+    ShardReport,
+    State,
+    StopCommand,
+)
 from llmgw_wire.errors import DecodeError, StreamClosed, StreamError
 
 if TYPE_CHECKING:
@@ -48,6 +57,10 @@ FromControl: TypeAlias = ShardCommand | StopCommand | Ack
 
 BadMessagePolicy: TypeAlias = Literal["skip", "end"]
 """What a session does with a message it cannot decode: skip it (logged once) or end the call."""
+
+#: How the detail of a FAILED report for a StartShard the agent could not
+#: decode begins; the rest is the `DecodeError`'s text.
+REFUSED_COMMAND: Final = "command not run: it does not decode"
 
 # How many received values a session holds before it stops reading (and
 # HTTP/2 flow control makes the peer wait).
@@ -223,6 +236,7 @@ class _Session(Generic[S, R]):
                     self.bad_messages += 1
                     # One line, the error's own text: never a traceback.
                     logger.warning("skipped a bad message from %s: %s", self, exc)
+                    await self._bad_message_skipped(data, exc)
                     continue
                 if isinstance(value, UnknownMember):
                     self._skipped(value)
@@ -255,6 +269,9 @@ class _Session(Generic[S, R]):
 
     async def _inbound_ended(self) -> None:
         """What to do once the peer has ended its side."""
+
+    async def _bad_message_skipped(self, data: bytes, error: DecodeError) -> None:
+        """What else to do for a bad message skipped (policy "skip")."""
 
     async def _bad_message_ends(self, error: DecodeError) -> None:
         """End the call for a bad message (policy "end")."""
@@ -309,6 +326,48 @@ class AgentSession(_Session[FromAgent, FromControl]):
                 with contextlib.suppress(StreamError):
                     await self._client_call.done_writing()
 
+    async def leave(self, grace: float) -> None:
+        """Part cleanly: half-close, then read until the control plane ends the call.
+
+        What the control plane still sends is dropped (and counted in a log
+        line); after `grace` seconds the call is cancelled instead. A call
+        already over is left as it is.
+
+        Args:
+            grace: seconds to wait at most for the control plane's end.
+        """
+        dropped = 0
+
+        async def drain() -> None:
+            nonlocal dropped
+            await self.close()
+            with contextlib.suppress(StreamError, DecodeError):
+                while await self.recv() is not None:
+                    dropped += 1
+
+        if not self._client_call.done():
+            try:
+                await asyncio.wait_for(drain(), grace)
+            except asyncio.TimeoutError:
+                logger.info("%s did not end the call within %g s of leaving", self, grace)
+            if dropped:
+                logger.info("dropped %d values %s sent after the agent left", dropped, self)
+        await self._stop_reading()
+        if not self._client_call.done():
+            self._client_call.cancel()
+
+    def _abandon(self) -> None:
+        """Cancel the call: nothing to leave cleanly (nothing was registered)."""
+        self._client_call.cancel()
+
+    async def _bad_message_skipped(self, data: bytes, error: DecodeError) -> None:
+        # A command that is not run must not look run: a StartShard whose
+        # shard can be named is answered with that shard FAILED.
+        report = refused_command_report(data, error)
+        if report is not None:
+            with contextlib.suppress(StreamError):
+                await self.send(report)
+
 
 class ClientCall(Call, Protocol):
     """A call from the agent's side: it can also half-close and cancel."""
@@ -318,6 +377,29 @@ class ClientCall(Call, Protocol):
 
     def cancel(self) -> None:
         """Abandon the call."""
+
+    def done(self) -> bool:
+        """Whether the call is over."""
+
+
+def refused_command_report(data: bytes, error: DecodeError) -> ShardReport | None:
+    """The report that says a StartShard in `data` was not run, if its shard can be named.
+
+    `data` is a ControlMessage that did not decode into a domain value; Google's
+    runtime reads its ids without the domain's checks.
+    """
+    wire: Any = CLASSES[CONTROL_MESSAGE]
+    try:
+        envelope = wire.FromString(data)
+    except Exception:  # not even protobuf: nothing names a shard
+        return None
+    if envelope.WhichOneof("msg") != "start_shard":
+        return None
+    start = envelope.start_shard
+    if not start.shard_id:
+        return None
+    detail = f"{REFUSED_COMMAND}: {error}"
+    return ShardReport(start.replica_id, start.shard_id, State.FAILED, detail=detail)
 
 
 class ControlSession(_Session[FromControl, FromAgent]):
