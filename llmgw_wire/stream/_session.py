@@ -402,6 +402,15 @@ def refused_command_report(data: bytes, error: DecodeError) -> ShardReport | Non
     return ShardReport(start.replica_id, start.shard_id, State.FAILED, detail=detail)
 
 
+def _node_named(value: FromAgent) -> str | None:
+    """The node id `value` names, if it names one."""
+    if isinstance(value, Registration):
+        return value.node.id
+    if isinstance(value, Heartbeat) and value.node_id:
+        return value.node_id
+    return None
+
+
 class ControlSession(_Session[FromControl, FromAgent]):
     """The control plane's end of one agent's stream, given to `ControlPlane.handle`.
 
@@ -411,10 +420,11 @@ class ControlSession(_Session[FromControl, FromAgent]):
 
     A second `Registration` on the same stream is the agent's new view of the
     same node (a GPU lost, a shard gone): it is handed over like the first.
-    A registration for another node id ends the call with INVALID_ARGUMENT
-    ("one stream carries one node"), and, with node identity on, one whose
-    node id the agent's certificate does not vouch for ends it with
-    PERMISSION_DENIED; neither reaches `handle`.
+    A registration or heartbeat for another node id ends the call with
+    INVALID_ARGUMENT ("one stream carries one node"). With node identity on,
+    one whose node id the agent's certificate does not vouch for ends it
+    with PERMISSION_DENIED, and anything sent before the registration with
+    FAILED_PRECONDITION; none of them reaches `handle`.
 
     Attributes:
         peer: the agent's address, for messages.
@@ -455,25 +465,36 @@ class ControlSession(_Session[FromControl, FromAgent]):
             self._end_call(error)
 
     async def _accept(self, value: FromAgent) -> FromAgent | None:
+        refusal = self._refusal(value)
+        if refusal is not None:
+            self._refuse(refusal)
+            return None
         if isinstance(value, Registration):
-            node_id = value.node.id
-            if self.node_id is not None and node_id != self.node_id:
-                self._refuse(
-                    StreamError(
-                        f"one stream carries one node: registered as {self.node_id!r}, "
-                        f"then as {node_id!r}",
-                        code="INVALID_ARGUMENT",
-                    )
-                )
-                return None
-            if self._check_node_id is not None:
-                problem = self._check_node_id(node_id)
-                if problem is not None:
-                    self._refuse(StreamError(problem, code="PERMISSION_DENIED"))
-                    return None
-            self.node_id = node_id
+            self.node_id = value.node.id
             self.registered.set()
         return await super()._accept(value)
+
+    def _refusal(self, value: FromAgent) -> StreamError | None:
+        """Why `value` must not reach `handle` (the call ends with it), or None."""
+        named = _node_named(value)
+        if self._check_node_id is not None:
+            problem = None if named is None else self._check_node_id(named)
+            if problem is not None:
+                return StreamError(problem, code="PERMISSION_DENIED")
+            if self.node_id is None and not isinstance(value, Registration):
+                # Nothing is handed over before a vouched-for registration.
+                return StreamError(
+                    f"register first: a {type(value).__name__} before the registration",
+                    code="FAILED_PRECONDITION",
+                )
+        if named is not None and self.node_id is not None and named != self.node_id:
+            what = "as" if isinstance(value, Registration) else f"a {type(value).__name__} of"
+            return StreamError(
+                f"one stream carries one node: registered as {self.node_id!r}, "
+                f"then {what} {named!r}",
+                code="INVALID_ARGUMENT",
+            )
+        return None
 
     async def _bad_message_ends(self, error: DecodeError) -> None:
         await super()._bad_message_ends(error)
