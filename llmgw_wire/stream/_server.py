@@ -35,6 +35,10 @@ _METHOD: Final = "Connect"
 #: The gRPC method path of `AgentService.Connect`.
 CONNECT_ROUTE: Final = f"/{_SERVICE}/{_METHOD}"
 
+# What an agent sees when `handle`, or `authorize`, failed with an exception
+# that is not a StreamError: nothing of the exception itself.
+FAILED_TO_SERVE: Final = "the control plane failed to serve"
+
 # What an agent sees when the control plane stops with its call open.
 STOPPING: Final = "the control plane is stopping"
 
@@ -85,6 +89,21 @@ def compression_of(name: str | None) -> grpc.Compression | None:
     if name not in _COMPRESSION:
         raise ValueError(f"Expected 'gzip', 'deflate' or None, got {name!r}")
     return _COMPRESSION[name]
+
+
+# C-core chooses the algorithm of a compression *level* per call, among those
+# the agent's grpc-accept-encoding lists (gzip ranks before deflate): the
+# server compresses only toward an agent that can read it, as grpc-go's
+# server does. A fixed algorithm would be used whatever the agent reads.
+_COMPRESSION_LEVEL: Final = {"gzip": 1, "deflate": 3}  # LOW: gzip first; HIGH: deflate first
+
+
+def negotiated_compression(name: str | None) -> list[tuple[str, Any]]:
+    """The server options that compress with `name` toward agents that accept it."""
+    compression_of(name)  # the same names, the same error
+    if name is None:
+        return []
+    return [("grpc.default_compression_level", _COMPRESSION_LEVEL[name])]
 
 
 class ControlPlane(abc.ABC):
@@ -260,6 +279,11 @@ class Server:
                     logger.warning("refused %s: %s", session, exc)
                     _set_status(context, exc)
                     return
+                except Exception:
+                    # Its text is for the operator, not for a client no one has vouched for.
+                    logger.exception("authorizing %s failed", session)
+                    _set_status(context, StreamError(FAILED_TO_SERVE, code="INTERNAL"))
+                    return
             session.start_reading()
             if self._registration_timeout is not None:
                 timer = loop.create_task(self._registration_timer(session, end))
@@ -303,7 +327,7 @@ class Server:
         if isinstance(error, DecodeError) and ending.done():
             return ending.result()
         logger.error("handling %s failed", session, exc_info=error)
-        return StreamError("the control plane failed to serve", code="INTERNAL")
+        return StreamError(FAILED_TO_SERVE, code="INTERNAL")
 
     async def _registration_timer(
         self, session: ControlSession, end: Callable[[StreamError], None]
@@ -410,14 +434,18 @@ async def start_server(
             mutual TLS.
         authorize: called with each new session before `handle` (its
             `metadata` holds, say, a bearer token; its `certificate` the
-            client's); raise `PermissionDenied` to refuse the call.
+            client's); raise `PermissionDenied` to refuse the call. Any
+            other exception is logged and ends the call with INTERNAL "the
+            control plane failed to serve", nothing of it told to the client.
         registration_timeout: seconds an agent has to register before its
             call ends with DEADLINE_EXCEEDED; None waits forever.
         on_bad_message: "skip" (the default) logs a message that does not
             decode in one line and goes on; "end" ends the call with
             INVALID_ARGUMENT and the `DecodeError`'s text.
-        compression: "gzip" compresses what the server sends; a compressed
-            message from an agent is always accepted.
+        compression: "gzip" compresses what the server sends to agents whose
+            `grpc-accept-encoding` lists gzip (deflate for those that list
+            only deflate; nothing for the rest); "deflate" prefers deflate.
+            A compressed message from an agent is accepted.
         max_message_size: the largest message accepted or sent, in bytes;
             a larger one is refused before it is buffered (RESOURCE_EXHAUSTED).
         max_items: the element limit of `decode`, applied to every message.
@@ -450,8 +478,9 @@ async def start_server(
         max_items=max_items,
     )
     grpc_server = grpc.aio.server(
-        options=server_options(max_message_size, keepalive, list(options or ())),
-        compression=compression_of(compression),
+        options=server_options(
+            max_message_size, keepalive, negotiated_compression(compression) + list(options or ())
+        ),
     )
     grpc_server.add_generic_rpc_handlers((server.handler(),))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -32,6 +32,7 @@ from llmgw_wire.domain import (
     StopCommand,
 )
 from llmgw_wire.errors import DecodeError, StreamClosed, StreamError
+from llmgw_wire.stream._logs import EscapingFilter, Throttle
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -48,6 +49,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("llmgw_wire.stream")
+# The one logger of the stream's modules: no argument a peer sent can break a line.
+logger.addFilter(EscapingFilter())
 
 FromAgent: TypeAlias = Registration | ShardReport | Heartbeat
 """What an agent sends on the stream."""
@@ -129,6 +132,7 @@ class _Session(Generic[S, R]):
         self._reader: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
         self._warned: set[str] = set()
+        self._bad_log = Throttle()
         #: Bad messages skipped so far.
         self.bad_messages = 0
         #: Values received so far.
@@ -234,8 +238,7 @@ class _Session(Generic[S, R]):
                         await self._bad_message_ends(exc)
                         raise
                     self.bad_messages += 1
-                    # One line, the error's own text: never a traceback.
-                    logger.warning("skipped a bad message from %s: %s", self, exc)
+                    self._log_bad_message(exc)
                     await self._bad_message_skipped(data, exc)
                     continue
                 if isinstance(value, UnknownMember):
@@ -246,6 +249,7 @@ class _Session(Generic[S, R]):
                     continue
                 await self._inbox.put(accepted)
         except asyncio.CancelledError:
+            self._log_held_back()
             raise
         except (StreamError, DecodeError) as exc:
             error = exc
@@ -253,7 +257,26 @@ class _Session(Generic[S, R]):
         except Exception as exc:  # handed to whoever reads the session
             error = exc
             logger.warning("stream with %s failed: %s: %s", self, type(exc).__name__, exc)
+        self._log_held_back()
         await self._inbox.put(_End(error))
+
+    def _log_bad_message(self, error: DecodeError) -> None:
+        # One line, the error's own text, never a traceback; and a flood of
+        # bad messages is a line per interval with a count, not a line each.
+        allowed, held = self._bad_log.allow()
+        if allowed:
+            more = f" ({held} more since the last line)" if held else ""
+            logger.warning("skipped a bad message from %s%s: %s", self, more, error)
+
+    def _log_held_back(self) -> None:
+        if self._bad_log.held:
+            logger.warning(
+                "skipped %d more bad messages from %s (%d in all)",
+                self._bad_log.held,
+                self,
+                self.bad_messages,
+            )
+            self._bad_log.held = 0
 
     def _skipped(self, skipped: UnknownMember) -> None:
         # A newer peer may send its new kind of message often: say so once.
@@ -420,11 +443,12 @@ class ControlSession(_Session[FromControl, FromAgent]):
 
     A second `Registration` on the same stream is the agent's new view of the
     same node (a GPU lost, a shard gone): it is handed over like the first.
-    A registration or heartbeat for another node id ends the call with
-    INVALID_ARGUMENT ("one stream carries one node"). With node identity on,
-    one whose node id the agent's certificate does not vouch for ends it
-    with PERMISSION_DENIED, and anything sent before the registration with
-    FAILED_PRECONDITION; none of them reaches `handle`.
+    A registration for another node id ends the call with INVALID_ARGUMENT
+    ("one stream carries one node"). With node identity on, a registration
+    or heartbeat whose node id the agent's certificate does not vouch for
+    ends it with PERMISSION_DENIED, a heartbeat for another node than the
+    one registered with INVALID_ARGUMENT, and anything sent before the
+    registration with FAILED_PRECONDITION; none of them reaches `handle`.
 
     Attributes:
         peer: the agent's address, for messages.
@@ -487,8 +511,10 @@ class ControlSession(_Session[FromControl, FromAgent]):
                     f"register first: a {type(value).__name__} before the registration",
                     code="FAILED_PRECONDITION",
                 )
-        if named is not None and self.node_id is not None and named != self.node_id:
-            what = "as" if isinstance(value, Registration) else f"a {type(value).__name__} of"
+        registering = isinstance(value, Registration)
+        binding = registering or self._check_node_id is not None
+        if binding and named is not None and self.node_id not in (None, named):
+            what = "as" if registering else f"a {type(value).__name__} of"
             return StreamError(
                 f"one stream carries one node: registered as {self.node_id!r}, "
                 f"then {what} {named!r}",

@@ -4,11 +4,13 @@ from a leaving one, a graceful leave, true statuses, a command not run made know
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from typing import TYPE_CHECKING
 
 import grpc
 import pytest
-from test_stream import WAIT, Recording, raw_agent, run, serving, target
+from test_stream import WAIT, Recording, as_node, raw_agent, run, serving, target
 
 from llmgw_wire import Ack, Heartbeat, Registration, ShardReport, State
 from llmgw_wire.codec.envelope import encode_envelope
@@ -25,6 +27,7 @@ from llmgw_wire.stream import (
     connect,
     keep_connected,
 )
+from llmgw_wire.stream._logs import BAD_MESSAGE_LOG_INTERVAL
 from llmgw_wire.testing.sample import sample_registration
 from llmgw_wire.v1 import ControlMessage, StartShard
 
@@ -317,3 +320,93 @@ def test_an_agent_that_is_sending_when_the_call_ends_sees_its_status(
                     assert (error.code, error.details) == (refusal.code, refusal.details)
 
     run(main)
+
+
+# --- what a peer learns, what the logs say ---------------------------------------------
+
+
+def test_an_authorize_hook_s_failure_reaches_the_client_as_a_generic_status(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def authorize(session: ControlSession) -> None:
+        raise RuntimeError("token store at 10.1.2.3:5432 is down")
+
+    async def main() -> None:
+        async with serving(Recording(read_all_plane), authorize=authorize) as server:
+            got, end = await agent_exchange(target(server))
+        assert got == []
+        assert end is not None
+        assert (end.code, end.details) == ("INTERNAL", "the control plane failed to serve")
+
+    run(main)
+    (record,) = [r for r in caplog.records if "authorizing" in r.getMessage()]
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is not None
+
+
+def test_a_flood_of_bad_messages_is_a_few_lines_with_a_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="llmgw_wire.stream")
+    flood = 2_000
+    counted: list[int] = []
+
+    async def control_plane(session: ControlSession) -> None:
+        await read_all_plane(session)
+        counted.append(session.bad_messages)
+
+    async def main() -> None:
+        plane = Recording(control_plane)
+        async with serving(plane) as server, raw_agent(server) as call:
+            for _ in range(flood):
+                await call.write(b"\xff")
+            await call.done_writing()
+            await call.code()
+            await asyncio.wait_for(plane.ended, WAIT)
+
+    started = time.monotonic()
+    run(main)
+    intervals = (time.monotonic() - started) / BAD_MESSAGE_LOG_INTERVAL
+    assert counted == [flood]
+    lines = [r.getMessage() for r in caplog.records if "bad message" in r.getMessage()]
+    # One line per interval at most, and one at the end with the count.
+    assert len(lines) <= intervals + 2, lines
+    assert lines[-1].endswith(f"({flood} in all)"), lines
+
+
+def test_a_newline_from_a_peer_cannot_forge_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="llmgw_wire.stream")
+    forged = "gpu-node-017\nCRITICAL llmgw_wire.stream: forged"
+
+    async def control_plane(session: ControlSession) -> None:
+        await session.recv(timeout=WAIT)
+        raise StreamError(f"refused {forged}", code="FAILED_PRECONDITION")
+
+    async def main() -> None:
+        async with serving(Recording(control_plane)) as server:
+            await agent_exchange(target(server), as_node(sample_registration(), forged))
+
+    run(main)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("gpu-node-017\\nCRITICAL" in m for m in messages), messages
+    assert not any("\n" in m for m in messages), messages
+
+
+async def read_all_plane(session: ControlSession) -> None:
+    async for _ in session:
+        pass
+
+
+async def agent_exchange(
+    address: str, registration: Registration | None = None
+) -> tuple[list[object], StreamError | None]:
+    """Register, half-close, read until the end: what came back, how it ended."""
+    got: list[object] = []
+    try:
+        async with connect(address) as session:
+            await session.send(registration or sample_registration())
+            await session.close()
+            got.extend([value async for value in session])
+    except StreamError as exc:
+        return got, exc
+    return got, None
