@@ -327,8 +327,22 @@ class AgentSession(_Session[FromAgent, FromControl]):
     _outbound_name = AGENT_MESSAGE
     _inbound_name = CONTROL_MESSAGE
 
-    def __init__(self, call: ClientCall, peer: str, **options: object) -> None:
-        super().__init__(call, peer, **options)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        call: ClientCall,
+        peer: str,
+        *,
+        on_bad_message: BadMessagePolicy = "skip",
+        max_message_size: int = DEFAULT_MAX_SIZE,
+        max_items: int = DEFAULT_MAX_ITEMS,
+    ) -> None:
+        super().__init__(
+            call,
+            peer,
+            on_bad_message=on_bad_message,
+            max_message_size=max_message_size,
+            max_items=max_items,
+        )
         self._client_call = call
         self._closed = False
 
@@ -468,9 +482,17 @@ class ControlSession(_Session[FromControl, FromAgent]):
         metadata: dict[str, str] | None = None,
         check_node_id: Callable[[str], str | None] | None = None,
         end: Callable[[StreamError], None] | None = None,
-        **options: object,
+        on_bad_message: BadMessagePolicy = "skip",
+        max_message_size: int = DEFAULT_MAX_SIZE,
+        max_items: int = DEFAULT_MAX_ITEMS,
     ) -> None:
-        super().__init__(call, peer, **options)  # type: ignore[arg-type]
+        super().__init__(
+            call,
+            peer,
+            on_bad_message=on_bad_message,
+            max_message_size=max_message_size,
+            max_items=max_items,
+        )
         self.node_id: str | None = None
         self.metadata: dict[str, str] = dict(metadata or {})
         self.certificate: PeerCertificate | None = None
