@@ -148,6 +148,7 @@ SURFACE: dict[str, list[str]] = {
         "PermissionDenied",
         "RegistrationTimeout",
         "Server",
+        "ServerLimits",
         "ServerTLS",
         "StreamClosed",
         "StreamError",

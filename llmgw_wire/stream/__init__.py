@@ -58,6 +58,7 @@ from llmgw_wire.errors import (
     StreamError,
 )
 from llmgw_wire.stream._agent import Backoff, connect, keep_connected, registration_from_inventory
+from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._server import CONNECT_ROUTE, ControlPlane, Keepalive, Server, start_server
 from llmgw_wire.stream._session import (
     REFUSED_COMMAND,
@@ -85,6 +86,7 @@ __all__ = [
     "PermissionDenied",
     "RegistrationTimeout",
     "Server",
+    "ServerLimits",
     "ServerTLS",
     "StreamClosed",
     "StreamError",

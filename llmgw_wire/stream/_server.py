@@ -14,6 +14,7 @@ from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import DecodeError, PeerUnavailable, RegistrationTimeout, StreamError
+from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
 from llmgw_wire.stream._tls import PeerCertificate, ServerTLS, node_ids_of
 
@@ -38,6 +39,9 @@ CONNECT_ROUTE: Final = f"/{_SERVICE}/{_METHOD}"
 # What an agent sees when `handle`, or `authorize`, failed with an exception
 # that is not a StreamError: nothing of the exception itself.
 FAILED_TO_SERVE: Final = "the control plane failed to serve"
+
+# What a call beyond `ServerLimits.max_unregistered_calls` is told.
+TOO_MANY_WAITING: Final = "too many calls waiting to register: connect again later"
 
 # What an agent sees when the control plane stops with its call open.
 STOPPING: Final = "the control plane is stopping"
@@ -152,8 +156,12 @@ class Server:
         on_bad_message: BadMessagePolicy,
         max_message_size: int,
         max_items: int,
+        limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
     ) -> None:
         self.plane = plane
+        self._limits = limits
+        # Sessions that may not have registered yet (pruned as they register).
+        self._waiting: set[ControlSession] = set()
         self.port = 0
         self._tls = tls
         self._node_identity = node_identity
@@ -267,6 +275,10 @@ class Server:
         if self._stopping:
             _set_status(context, PeerUnavailable(STOPPING))
             return
+        if not self._room_to_register(session):
+            logger.warning("refused %s: %s", session, TOO_MANY_WAITING)
+            _set_status(context, StreamError(TOO_MANY_WAITING, code="RESOURCE_EXHAUSTED"))
+            return
         self._enders.add(end)
         logger.info("%s connected", session)
         handler: asyncio.Task[None] | None = None
@@ -300,10 +312,21 @@ class Server:
                     await handler
             raise
         finally:
+            self._waiting.discard(session)
             self._enders.discard(end)
             if timer is not None:
                 timer.cancel()
             await session._stop_reading()
+
+    def _room_to_register(self, session: ControlSession) -> bool:
+        """Whether `session` may wait for its registration; if so, it is counted."""
+        cap = self._limits.max_unregistered_calls
+        if len(self._waiting) >= cap:
+            self._waiting = {s for s in self._waiting if not s.registered.is_set()}
+        if len(self._waiting) >= cap:
+            return False
+        self._waiting.add(session)
+        return True
 
     @staticmethod
     async def _outcome(
@@ -387,9 +410,12 @@ class _ServerCall:
 
 
 def server_options(
-    max_message_size: int, keepalive: Keepalive | None, extra: list[tuple[str, Any]]
+    max_message_size: int,
+    keepalive: Keepalive | None,
+    extra: list[tuple[str, Any]],
+    limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
 ) -> list[tuple[str, Any]]:
-    """The grpc options of a control plane's server."""
+    """The grpc options of a control plane's server (`extra` last: it wins)."""
     options: list[tuple[str, Any]] = [
         # Refused before it is buffered, by C-core, with RESOURCE_EXHAUSTED.
         ("grpc.max_receive_message_length", max_message_size),
@@ -399,7 +425,7 @@ def server_options(
     ]
     if keepalive is not None:
         options += keepalive.server_options()
-    return options + extra
+    return options + limits.server_options() + extra
 
 
 async def start_server(
@@ -416,6 +442,7 @@ async def start_server(
     max_message_size: int = DEFAULT_MAX_SIZE,
     max_items: int = DEFAULT_MAX_ITEMS,
     keepalive: Keepalive | None = Keepalive(),
+    limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
     options: list[tuple[str, Any]] | None = None,
 ) -> Server:
     """Serve `plane` on `host`:`port` over grpc.aio; the server says which port it got.
@@ -450,13 +477,18 @@ async def start_server(
             a larger one is refused before it is buffered (RESOURCE_EXHAUSTED).
         max_items: the element limit of `decode`, applied to every message.
         keepalive: HTTP/2 keepalive; None turns it off.
-        options: more grpc server options, as (name, value) pairs.
+        limits: the resource bounds (`ServerLimits`): bytes buffered per
+            call, calls per connection, unregistered calls per server,
+            connection idle time and age, compressed input.
+        options: more grpc server options, as (name, value) pairs; they
+            override the ones the other arguments set.
 
     Stop the server with `await server.stop(grace)`.
 
     Raises:
         OSError: the address cannot be listened on (the port is taken, say).
-        ValueError: node identity without mutual TLS.
+        ValueError: node identity without mutual TLS; compression with
+            compressed input refused.
     """
     identity: Callable[[PeerCertificate], Collection[str]] | None
     if node_identity is True:
@@ -465,6 +497,8 @@ async def start_server(
         identity = None
     else:
         identity = node_identity
+    if compression is not None and not limits.accept_compressed:
+        raise ValueError("compression needs limits.accept_compressed: grpc enables both at once")
     if identity is not None and (tls is None or not tls.mutual):
         raise ValueError("node identity needs mutual TLS: give tls=ServerTLS(..., client_ca=...)")
     server = Server(
@@ -476,11 +510,11 @@ async def start_server(
         on_bad_message=on_bad_message,
         max_message_size=max_message_size,
         max_items=max_items,
+        limits=limits,
     )
+    extra = negotiated_compression(compression) + list(options or ())
     grpc_server = grpc.aio.server(
-        options=server_options(
-            max_message_size, keepalive, negotiated_compression(compression) + list(options or ())
-        ),
+        options=server_options(max_message_size, keepalive, extra, limits),
     )
     grpc_server.add_generic_rpc_handlers((server.handler(),))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
