@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from llmgw_wire.codec.envelope import (
@@ -71,6 +72,42 @@ _READ_AHEAD = 8
 # Messages larger than this are decoded in a thread, so that one big
 # registration does not hold up every other agent's stream.
 _DECODE_OFF_LOOP_ABOVE = 256 * 1024
+# How many such decodes run at once, per event loop.
+_OFF_LOOP_DECODES = 1
+_decode_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+#: Before its registration, an agent's message over this many bytes (after
+#: decompression) is decoded only if it is a registration; anything else ends
+#: the call with FAILED_PRECONDITION: a few kB of gzip that inflate to
+#: megabytes cost no decoding before anyone has registered.
+UNREGISTERED_MESSAGE_MAX: Final = 64 * 1024
+
+
+def _off_loop_decodes() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    slots = _decode_slots.get(loop)
+    if slots is None:
+        slots = _decode_slots[loop] = asyncio.Semaphore(_OFF_LOOP_DECODES)
+    return slots
+
+
+def _is_registration(data: bytes) -> bool:
+    """Whether `data` is an AgentMessage holding a Register and nothing else (a cheap look)."""
+    # Field 1 (register), length-delimited: tag 0x0a, then a varint length
+    # that covers the rest of the message exactly.
+    if data[:1] != b"\x0a":
+        return False
+    length, shift, at = 0, 0, 1
+    while at < len(data) and at <= 10:
+        byte = data[at]
+        length |= (byte & 0x7F) << shift
+        at += 1
+        if not byte & 0x80:
+            return at + length == len(data)
+        shift += 7
+    return False
+
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -215,12 +252,22 @@ class _Session(Generic[S, R]):
         return value
 
     async def _decode(self, data: bytes) -> object:
+        refusal = self._not_decoded(data)
+        if refusal is not None:
+            raise refusal
         decode: Callable[[], object] = lambda: self._inbound.decode(  # noqa: E731
             data, max_size=self._max_size, max_items=self._max_items
         )
         if len(data) > _DECODE_OFF_LOOP_ABOVE:
-            return await asyncio.to_thread(decode)
+            # A few at a time: more threads only fight over the GIL, and each
+            # holds a large message's objects at once.
+            async with _off_loop_decodes():
+                return await asyncio.to_thread(decode)
         return decode()
+
+    def _not_decoded(self, data: bytes) -> DecodeError | None:
+        """Why `data` is refused without decoding it (a bad message), or None."""
+        return None
 
     async def _read(self) -> None:
         error: BaseException | None = None
@@ -543,6 +590,20 @@ class ControlSession(_Session[FromControl, FromAgent]):
                 code="INVALID_ARGUMENT",
             )
         return None
+
+    def _not_decoded(self, data: bytes) -> DecodeError | None:
+        unregistered = self.node_id is None and len(data) > UNREGISTERED_MESSAGE_MAX
+        if not unregistered or _is_registration(data):
+            return None
+        why = (
+            f"register first: {len(data)} bytes before the registration, and not a "
+            f"registration (over {UNREGISTERED_MESSAGE_MAX} bytes, only a registration is "
+            "decoded before it)"
+        )
+        # No honest agent sends this: the call ends, so that a flood of them
+        # costs a new call each, not a message each.
+        self._refuse(StreamError(why, code="FAILED_PRECONDITION"))
+        return DecodeError(AGENT_MESSAGE, why)
 
     async def _bad_message_ends(self, error: DecodeError) -> None:
         await super()._bad_message_ends(error)

@@ -9,6 +9,7 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
+from rawwire import vi
 from test_stream import WAIT, run, serving, target
 
 from llmgw_wire.codec.envelope import encode_envelope
@@ -165,3 +166,27 @@ def test_compression_with_compressed_input_refused_is_an_error() -> None:
 def test_limits_are_checked() -> None:
     with pytest.raises(ValueError, match="max_unregistered_calls must be positive"):
         ServerLimits(max_unregistered_calls=0)
+
+
+def test_before_registering_a_large_message_is_decoded_only_if_it_is_a_registration() -> None:
+    """A gzip bomb of unknown fields before the registration costs no decoding."""
+    bomb = vi(99, 1) * (1024 * 1024 // 3)
+    assert len(gzip.compress(bomb)) < 10 * 1024
+
+    async def main() -> None:
+        plane = Counting()
+        async with serving(plane) as server, grpc.aio.insecure_channel(target(server)) as channel:
+            method = channel.stream_stream(CONNECT_ROUTE)
+            bombed = method(compression=grpc.Compression.Gzip)
+            await bombed.write(bomb)
+            assert await bombed.code() == grpc.StatusCode.FAILED_PRECONDITION
+            assert (await bombed.details()).startswith("register first")
+            # Once registered, the same bytes are decoded: an unknown member, skipped.
+            registered = method(compression=grpc.Compression.Gzip)
+            await registered.write(encode_envelope(sample_registration()))
+            await registered.write(bomb)
+            await registered.done_writing()
+            assert await registered.code() == grpc.StatusCode.OK
+        assert plane.values == [sample_registration()]
+
+    run(main)
