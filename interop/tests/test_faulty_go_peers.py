@@ -12,10 +12,12 @@ from test_python_vs_go import WAIT, registration
 
 from llmgw_wire import Ack, Registration
 from llmgw_wire.stream import (
+    REFUSED_COMMAND,
     ControlPlane,
     ControlSession,
     PeerUnavailable,
     Server,
+    connect,
     keep_connected,
     start_server,
 )
@@ -128,3 +130,27 @@ def test_a_python_agent_that_stops_leaves_and_the_go_plane_sees_ok() -> None:
         finally:
             cp.stop()
         assert cp.ends() == [("OK", "")], cp.describe()
+
+
+def test_a_command_a_python_agent_cannot_decode_is_reported_failed_to_the_go_plane() -> None:
+    cp = start_control_plane("bad-then-good")
+    try:
+
+        async def main() -> list[object]:
+            got: list[object] = []
+            async with connect(cp.target) as session:
+                await session.send(registration("py-bad"))
+                # The Ack, the StopShard and the good StartShard: the bad one is skipped.
+                got.extend([await session.recv(timeout=WAIT) for _ in range(3)])
+            return got
+
+        got = asyncio.run(main())
+        cp.wait_for("END", timeout=WAIT)
+    finally:
+        cp.stop()
+    assert [type(value).__name__ for value in got] == ["Ack", "StopCommand", "ShardCommand"]
+    statuses = [m["shard_status"] for m in cp.recv() if "shard_status" in m]
+    (status,) = statuses
+    assert (status["shard_id"], status["state"]) == ("py-bad-bad", "STATE_FAILED"), cp.describe()
+    assert status["detail"].startswith(REFUSED_COMMAND + ": "), status
+    assert cp.ends() == [("OK", "")], cp.describe()
