@@ -9,9 +9,10 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from rawwire import vi
+from rawwire import ld, vi
 from test_stream import WAIT, run, serving, target
 
+from llmgw_wire import Heartbeat
 from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
@@ -190,3 +191,36 @@ def test_before_registering_a_large_message_is_decoded_only_if_it_is_a_registrat
         assert plane.values == [sample_registration()]
 
     run(main)
+
+
+def test_what_a_call_buffers_is_bounded_by_its_window_and_the_read_ahead() -> None:
+    """A client that writes faster than `handle` reads gets blocked by flow control."""
+    heartbeat = encode_envelope(Heartbeat("gpu-node-017"))
+    # A heartbeat of 32 KiB: an unknown field in it, as a newer agent might send.
+    padded = ld(3, ld(99, bytes(32 * 1024)) + heartbeat[2:])
+    attempts = 40
+
+    class Stuck(ControlPlane):
+        async def handle(self, session: ControlSession) -> None:
+            await asyncio.sleep(WAIT * 10)  # reads nothing: the session reads ahead 8
+
+    async def main() -> int:
+        async with (
+            serving(Stuck()) as server,
+            grpc.aio.insecure_channel(target(server)) as channel,
+        ):
+            call = channel.stream_stream(CONNECT_ROUTE)()
+            await call.write(encode_envelope(sample_registration()))
+            for written in range(attempts):
+                # A write the server's flow control holds back does not end in
+                # seconds; one it takes does (the window would let 2 through).
+                done, _ = await asyncio.wait({asyncio.ensure_future(call.write(padded))}, timeout=3)
+                if not done:
+                    call.cancel()
+                    return written
+            call.cancel()
+            return attempts
+
+    written = asyncio.run(asyncio.wait_for(main(), 300))
+    # 8 values read ahead, a 64 KiB window (BDP probing grew it to megabytes).
+    assert written <= 8 + 4, written
