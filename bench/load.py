@@ -128,11 +128,13 @@ class GrpclibServerCall:
 class GrpclibClientCall:
     def __init__(self, stream: grpclib.client.Stream[bytes, bytes]) -> None:
         self._stream = stream
+        self._done = False
 
     async def read(self) -> bytes | None:
         data = await self._stream.recv_message()
         if data is None:
             await self._stream.recv_trailing_metadata()
+            self._done = True
         return data
 
     async def write(self, data: bytes) -> None:
@@ -142,7 +144,10 @@ class GrpclibClientCall:
         await self._stream.end()
 
     def cancel(self) -> None:
-        pass
+        self._done = True
+
+    def done(self) -> bool:
+        return self._done
 
 
 class GrpclibService:

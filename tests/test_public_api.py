@@ -134,6 +134,7 @@ SURFACE: dict[str, list[str]] = {
     ],
     "llmgw_wire.stream": [
         "CONNECT_ROUTE",
+        "REFUSED_COMMAND",
         "AgentSession",
         "Backoff",
         "ClientTLS",
@@ -148,6 +149,7 @@ SURFACE: dict[str, list[str]] = {
         "PermissionDenied",
         "RegistrationTimeout",
         "Server",
+        "ServerLimits",
         "ServerTLS",
         "StreamClosed",
         "StreamError",

@@ -41,5 +41,7 @@ export GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" GOFLAGS= \
 for cmd in agent controlplane; do
     go build -o "$out/bin/$cmd" "$pkg/$cmd"
 done
+# The agent again without the gzip encoding, as most grpc-go agents are built.
+go build -tags nogzip -o "$out/bin/agent-nogzip" "$pkg/agent"
 go vet "$pkg/peer" "$pkg/agent" "$pkg/controlplane"
 echo "interop-go: built $out/bin/agent and $out/bin/controlplane" >&2

@@ -87,7 +87,7 @@ class PeerError(AssertionError):
 
 def binaries_missing() -> str | None:
     """Say why the Go peers cannot run here, or ``None`` when they can."""
-    missing = [n for n in ("agent", "controlplane") if not (BIN_DIR / n).is_file()]
+    missing = [n for n in ("agent", "agent-nogzip", "controlplane") if not (BIN_DIR / n).is_file()]
     if missing:
         return (
             f"the grpc-go peers are not built ({', '.join(missing)} missing in {BIN_DIR}); "
@@ -431,16 +431,20 @@ def start_agent(
     client_cert: bool = True,
     ready: bool = False,
     close_after: int = 0,
+    cancel_after: int = 0,
     extra_gpus: int = 0,
     timeout: float = CALL_TIMEOUT,
     extra_args: Sequence[str] = (),
+    binary: str = "agent",
 ) -> GoPeer:
     """Start the Go agent against `target`; it runs on its own.
 
     `scenario` is ``register`` or ``bad-then-good``; `ready` answers every
     StartShard with a ShardStatus READY; `close_after` half-closes after that
-    many ControlMessages; `extra_gpus` adds whole cards to the Register;
-    `timeout` is the deadline of its call.
+    many ControlMessages; `cancel_after` cancels the call (no half-close) and
+    exits after that many; `extra_gpus` adds whole cards to the Register;
+    `timeout` is the deadline of its call; `binary` is ``agent`` or
+    ``agent-nogzip`` (built without the gzip encoding).
     """
     args = [
         "--target",
@@ -459,11 +463,13 @@ def start_agent(
         args.append("--ready")
     if close_after:
         args += ["--close-after", str(close_after)]
+    if cancel_after:
+        args += ["--cancel-after", str(cancel_after)]
     if extra_gpus:
         args += ["--extra-gpus", str(extra_gpus)]
     if tls is not None:
         args += tls.client_args(client_cert=client_cert)
-    return GoPeer("agent", args)
+    return GoPeer(binary, args)
 
 
 def run_agent(target: str, **options: Any) -> AgentRun:

@@ -69,12 +69,20 @@ from llmgw_wire.errors import (
     Unauthenticated,
 )
 from llmgw_wire.stream._agent import Backoff, connect, keep_connected, registration_from_inventory
+from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._server import CONNECT_ROUTE, ControlPlane, Keepalive, Server, start_server
-from llmgw_wire.stream._session import AgentSession, ControlSession, FromAgent, FromControl
+from llmgw_wire.stream._session import (
+    REFUSED_COMMAND,
+    AgentSession,
+    ControlSession,
+    FromAgent,
+    FromControl,
+)
 from llmgw_wire.stream._tls import ClientTLS, PeerCertificate, ServerTLS, node_ids_of
 
 __all__ = [
     "CONNECT_ROUTE",
+    "REFUSED_COMMAND",
     "AgentSession",
     "Backoff",
     "ClientTLS",
@@ -89,6 +97,7 @@ __all__ = [
     "PermissionDenied",
     "RegistrationTimeout",
     "Server",
+    "ServerLimits",
     "ServerTLS",
     "StreamClosed",
     "StreamError",

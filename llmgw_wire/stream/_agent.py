@@ -7,7 +7,7 @@ import contextlib
 import inspect
 import logging
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import grpc
 import grpc.aio
@@ -21,7 +21,13 @@ from llmgw_wire.conversions import (
     running_shard_from_spec,
 )
 from llmgw_wire.domain import Registration
-from llmgw_wire.errors import PermissionDenied, StreamClosed, StreamError, Unauthenticated
+from llmgw_wire.errors import (
+    DecodeError,
+    StreamClosed,
+    StreamError,
+    Unauthenticated,
+)
+from llmgw_wire.stream._aio import CallOver, send_message
 from llmgw_wire.stream._metrics import metrics_for
 from llmgw_wire.stream._server import CONNECT_ROUTE, Keepalive, compression_of
 from llmgw_wire.stream._session import AgentSession, BadMessagePolicy
@@ -37,6 +43,11 @@ if TYPE_CHECKING:
 __all__ = ["Backoff", "connect", "keep_connected", "registration_from_inventory"]
 
 logger = logging.getLogger("llmgw_wire.stream")
+
+T = TypeVar("T")
+
+#: Seconds an agent that leaves waits for the control plane to end the call.
+LEAVE_GRACE: Final = 5.0
 
 
 class _ClientCall:
@@ -69,12 +80,17 @@ class _ClientCall:
 
     async def write(self, data: bytes) -> None:
         try:
-            await self._call.write(data)
+            await send_message(self._call, data)
         except grpc.aio.AioRpcError as exc:
             raise self._error(exc.code(), exc.details()) from None
+        except CallOver:
+            # Whatever the interleaving, the status the control plane sent.
+            error = await self._status()
+            if error is not None:
+                raise error from None
+            raise StreamClosed("the call is over: the control plane ended it") from None
         except asyncio.InvalidStateError:
-            error = await self._status() if self._call.done() else None
-            raise StreamClosed(f"the call is over{f' ({error})' if error else ''}") from None
+            raise StreamClosed("the call is half-closed: nothing more can be sent") from None
 
     async def done_writing(self) -> None:
         try:
@@ -120,13 +136,16 @@ async def connect(
     max_items: int = DEFAULT_MAX_ITEMS,
     keepalive: Keepalive | None = Keepalive(),  # noqa: B008 (frozen)
     on_bad_message: BadMessagePolicy = "skip",
+    leave_grace: float = LEAVE_GRACE,
     options: Sequence[tuple[str, Any]] = (),
 ) -> AsyncIterator[AgentSession]:
     """Open the agent's stream to the control plane at `target` ("host:port") over grpc.aio.
 
-    Leaving the block cancels the call if the control plane has not ended it
-    (and raises nothing of its own); to part cleanly, `close()` the session
-    and read until the end.
+    Leaving the block parts cleanly (`AgentSession.leave`): the agent
+    half-closes and waits up to `leave_grace` seconds for the control plane
+    to end the call, so that it sees an agent that left, not one that was
+    lost; only then is the call cancelled. A task cancelled inside the block
+    cancels the call at once. Leaving raises nothing of its own.
 
     Args:
         target: the control plane, "host:port".
@@ -138,7 +157,11 @@ async def connect(
         max_items: the element limit of `decode`, applied to every message.
         keepalive: HTTP/2 keepalive; None turns it off.
         on_bad_message: "skip" (the default) logs a message that does not
-            decode and goes on; "end" makes `recv` raise its `DecodeError`.
+            decode and goes on (a StartShard whose shard it can name is
+            answered with a `ShardReport` FAILED, see the agent guide);
+            "end" makes `recv` raise its `DecodeError`.
+        leave_grace: seconds to wait, on leaving the block, for the control
+            plane to end the call after the agent's half-close.
         options: more grpc channel options, as (name, value) pairs.
 
     A control plane that cannot be reached shows as `PeerUnavailable` from
@@ -165,10 +188,15 @@ async def connect(
         )
         try:
             yield session
-        finally:
-            await session._stop_reading()
-            if not client_call.done():
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                await session.leave(leave_grace)
+            else:
+                # Cancelled (or interrupted): no waiting for anyone.
+                await session._stop_reading()
                 client_call.cancel()
+            raise
+        await session.leave(leave_grace)
     finally:
         await channel.close(grace=None)
 
@@ -200,6 +228,46 @@ class Backoff:
         return float(base * (1 - self.jitter * draw))
 
 
+#: The codes of a refusal `keep_connected` gives up on: connecting again with
+#: the same credentials would be refused again. A failed handshake
+#: (UNAUTHENTICATED) is not among them: a rotated certificate may fix it.
+REFUSED_FOR_GOOD: Final = frozenset({"PERMISSION_DENIED"})
+
+
+def _gives_up(error: StreamError, answered: bool) -> bool:
+    """Whether `keep_connected` stops for `error` rather than connecting again."""
+    if error.code in REFUSED_FOR_GOOD:
+        return True
+    # The registration itself refused as invalid: the same one would be again.
+    return error.code == "INVALID_ARGUMENT" and not answered
+
+
+async def _unless_stopped(stopped: asyncio.Event, work: Awaitable[T]) -> tuple[bool, T | None]:
+    """Run `work` unless `stopped` is set first (then cancel it): (done, its result)."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    if task.cancelled():
+        return False, None
+    return True, task.result()
+
+
+async def _register(
+    session: AgentSession, registration: Callable[[], Registration | Awaitable[Registration]]
+) -> None:
+    value = registration()
+    if inspect.isawaitable(value):
+        value = await value
+    await session.send(value)
+
+
 async def keep_connected(
     target: str | Sequence[str],
     registration: Callable[[], Registration | Awaitable[Registration]],
@@ -216,9 +284,15 @@ async def keep_connected(
     Each round connects, sends `registration()` (called each time, so that
     it says what the agent runs now: read it from the shard store), and runs
     `serve(session)` (typically `async for command in session: ...`). When
-    the call ends, however it ends, the agent waits a `backoff` delay and
+    the call ends, however it ends (a bad message under
+    `on_bad_message="end"` included), the agent waits a `backoff` delay and
     connects again; the delays start over after a round in which the control
-    plane answered. Returns once `stop` is set.
+    plane answered.
+
+    Setting `stop` ends the agent at any point, connecting included: `serve`
+    is cancelled and the agent leaves gracefully (it half-closes and waits
+    up to `leave_grace` seconds for the control plane's end, as leaving
+    `connect` does), so the control plane sees a clean end; then this returns.
 
     `target` is one address ("host:port"), several (a standby control plane's
     too), or a `dns:` name ("dns:cp.example:7070"), which stands for every
@@ -243,8 +317,12 @@ async def keep_connected(
         connect_options: what `connect` takes besides its target.
 
     Raises:
-        PermissionDenied: the control plane refused this agent; trying again
-            would not help.
+        PermissionDenied: the control plane refused this agent
+            (PERMISSION_DENIED): credentials that connecting again would
+            not change.
+        MessageRejected: the control plane refused the registration itself
+            as invalid (INVALID_ARGUMENT before it answered anything): the
+            same registration would be refused again.
         Unauthenticated: with `give_up_unauthenticated`, a failed handshake.
         EncodeError: the registration cannot be sent.
     """
@@ -264,10 +342,13 @@ async def keep_connected(
                 address, options=[*options, *extra_options], **connect_options
             ) as session:
                 sessions.append(session)
-                await _round(session, registration, serve, stopped)
+                registered, _ = await _unless_stopped(stopped, _register(session, registration))
+                if not registered:
+                    # Nothing registered, nothing to leave: no waiting for the plane.
+                    session._abandon()
+                else:
+                    await _unless_stopped(stopped, serve(session))
             logger.info("the call to %s ended", address)
-        except PermissionDenied:
-            raise
         except Unauthenticated as exc:
             ended = exc
             # Said once at ERROR: the same reason every few seconds says nothing new.
@@ -277,8 +358,12 @@ async def keep_connected(
             if give_up_unauthenticated:
                 raise
         except StreamError as exc:
+            if _gives_up(exc, answered=any(session.received > 0 for session in sessions)):
+                raise
             ended = exc
             logger.warning("the stream to %s ended: %s", address, exc)
+        except DecodeError as exc:
+            logger.warning("the stream to %s ended for a bad message: %s", address, exc)
         if stopped.is_set():
             break
         metrics.reconnect(reason_of(ended))
@@ -292,31 +377,6 @@ async def keep_connected(
         logger.info("connecting to %s in %.1f s", (await targets.current())[0], delay)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stopped.wait(), delay)
-
-
-async def _round(
-    session: AgentSession,
-    registration: Callable[[], Registration | Awaitable[Registration]],
-    serve: Callable[[AgentSession], Awaitable[None]],
-    stopped: asyncio.Event,
-) -> None:
-    """One round of `keep_connected`: register, then serve until the call ends or `stopped`."""
-    value = registration()
-    if inspect.isawaitable(value):
-        value = await value
-    await session.send(value)
-    serving = asyncio.ensure_future(serve(session))
-    stopping = asyncio.ensure_future(stopped.wait())
-    try:
-        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopping.cancel()
-        if not serving.done():
-            serving.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving
-    if serving.done() and not serving.cancelled():
-        serving.result()
 
 
 def registration_from_inventory(

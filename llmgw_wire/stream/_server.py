@@ -16,6 +16,7 @@ from attrs import frozen
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import DecodeError, PeerUnavailable, RegistrationTimeout, StreamError
 from llmgw_wire.stream._health import HEALTH_SERVICE, Health
+from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._metrics import StreamMetrics, metrics_for
 from llmgw_wire.stream._reflection import serve_reflection
 from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
@@ -32,6 +33,13 @@ _SERVICE: Final = "llmgw.v1.AgentService"
 _METHOD: Final = "Connect"
 #: The gRPC method path of `AgentService.Connect`.
 CONNECT_ROUTE: Final = f"/{_SERVICE}/{_METHOD}"
+
+# What an agent sees when `handle`, or `authorize`, failed with an exception
+# that is not a StreamError: nothing of the exception itself.
+FAILED_TO_SERVE: Final = "the control plane failed to serve"
+
+# What a call beyond `ServerLimits.max_unregistered_calls` is told.
+TOO_MANY_WAITING: Final = "too many calls waiting to register: connect again later"
 
 # What an agent sees when the control plane stops with its call open.
 STOPPING: Final = "the control plane is stopping"
@@ -87,6 +95,21 @@ def compression_of(name: str | None) -> grpc.Compression | None:
     return _COMPRESSION[name]
 
 
+# C-core chooses the algorithm of a compression *level* per call, among those
+# the agent's grpc-accept-encoding lists (gzip ranks before deflate): the
+# server compresses only toward an agent that can read it, as grpc-go's
+# server does. A fixed algorithm would be used whatever the agent reads.
+_COMPRESSION_LEVEL: Final = {"gzip": 1, "deflate": 3}  # LOW: gzip first; HIGH: deflate first
+
+
+def negotiated_compression(name: str | None) -> list[tuple[str, Any]]:
+    """The server options that compress with `name` toward agents that accept it."""
+    compression_of(name)  # the same names, the same error
+    if name is None:
+        return []
+    return [("grpc.default_compression_level", _COMPRESSION_LEVEL[name])]
+
+
 class ControlPlane(abc.ABC):
     """Base class of a control plane: `handle` runs once per connected agent.
 
@@ -134,9 +157,13 @@ class Server:
         max_message_size: int,
         max_items: int,
         metrics: StreamMetrics,
+        limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
     ) -> None:
         self.plane = plane
         self._metrics = metrics
+        self._limits = limits
+        # Sessions that may not have registered yet (pruned as they register).
+        self._waiting: set[ControlSession] = set()
         self.port = 0
         self._tls = tls
         self._node_identity = node_identity
@@ -224,7 +251,10 @@ class Server:
         return check
 
     def _session(
-        self, context: grpc.aio.ServicerContext[Any, Any], end: Callable[[StreamError], None]
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        call: _ServerCall,
+        end: Callable[[StreamError], None],
     ) -> ControlSession:
         metadata = {
             key: value
@@ -235,7 +265,7 @@ class Server:
             PeerCertificate.from_auth_context(context.auth_context()) if self._tls else None
         )
         session = ControlSession(
-            _ServerCall(context),
+            call,
             _peer_address(context.peer()),
             metadata=metadata,
             check_node_id=self._check_node_id(certificate) if self._node_identity else None,
@@ -256,10 +286,11 @@ class Server:
             if not ending.done():
                 ending.set_result(error)
 
-        session = self._session(context, end)
-        if self._stopping or not self._health.serving:
-            self._metrics.refused("stopping" if self._stopping else "not_serving")
-            _set_status(context, PeerUnavailable(STOPPING if self._stopping else NOT_SERVING))
+        call = _ServerCall(context)
+        session = self._session(context, call, end)
+        refusal = self._admission(session)
+        if refusal is not None:
+            _set_status(context, refusal)
             return
         self._enders.add(end)
         self._metrics.agents(1)
@@ -267,14 +298,11 @@ class Server:
         handler: asyncio.Task[None] | None = None
         timer: asyncio.Task[None] | None = None
         try:
-            if self._authorize is not None:
-                try:
-                    await self._authorize(session)
-                except StreamError as exc:
-                    logger.warning("refused %s: %s", session, exc)
-                    self._metrics.refused("authorize")
-                    _set_status(context, exc)
-                    return
+            refusal = await self._authorized(session)
+            if refusal is not None:
+                self._metrics.refused("authorize")
+                _set_status(context, refusal)
+                return
             session.start_reading()
             if self._registration_timeout is not None:
                 timer = loop.create_task(self._registration_timer(session, end))
@@ -282,7 +310,8 @@ class Server:
             await asyncio.wait((handler, ending), return_when=asyncio.FIRST_COMPLETED)
             _set_status(context, await self._outcome(session, handler, ending))
         except asyncio.CancelledError:
-            # An agent that leaves, or reconnects, cancels its call: no alarm.
+            # The agent's call was cancelled, or its connection lost: no alarm.
+            call.lost.set()
             logger.info("stream with %s lost: the call was cancelled", session)
             if handler is not None and not handler.done():
                 handler.cancel()
@@ -291,10 +320,47 @@ class Server:
             raise
         finally:
             self._metrics.agents(-1)
+            self._waiting.discard(session)
             self._enders.discard(end)
             if timer is not None:
                 timer.cancel()
             await session._stop_reading()
+
+    def _admission(self, session: ControlSession) -> StreamError | None:
+        """Why a new call is refused before anything of it is read, or None."""
+        if self._stopping or not self._health.serving:
+            self._metrics.refused("stopping" if self._stopping else "not_serving")
+            return PeerUnavailable(STOPPING if self._stopping else NOT_SERVING)
+        if not self._room_to_register(session):
+            logger.warning("refused %s: %s", session, TOO_MANY_WAITING)
+            self._metrics.refused("limit")
+            return StreamError(TOO_MANY_WAITING, code="RESOURCE_EXHAUSTED")
+        return None
+
+    async def _authorized(self, session: ControlSession) -> StreamError | None:
+        """Run the `authorize` hook: the error its refusal ends the call with, or None."""
+        if self._authorize is None:
+            return None
+        try:
+            await self._authorize(session)
+        except StreamError as exc:
+            logger.warning("refused %s: %s", session, exc)
+            return exc
+        except Exception:
+            # Its text is for the operator, not for a client no one has vouched for.
+            logger.exception("authorizing %s failed", session)
+            return StreamError(FAILED_TO_SERVE, code="INTERNAL")
+        return None
+
+    def _room_to_register(self, session: ControlSession) -> bool:
+        """Whether `session` may wait for its registration; if so, it is counted."""
+        cap = self._limits.max_unregistered_calls
+        if len(self._waiting) >= cap:
+            self._waiting = {s for s in self._waiting if not s.registered.is_set()}
+        if len(self._waiting) >= cap:
+            return False
+        self._waiting.add(session)
+        return True
 
     @staticmethod
     async def _outcome(
@@ -318,7 +384,7 @@ class Server:
         if isinstance(error, DecodeError) and ending.done():
             return ending.result()
         logger.error("handling %s failed", session, exc_info=error)
-        return StreamError("the control plane failed to serve", code="INTERNAL")
+        return StreamError(FAILED_TO_SERVE, code="INTERNAL")
 
     async def _registration_timer(
         self, session: ControlSession, end: Callable[[StreamError], None]
@@ -339,18 +405,33 @@ def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError 
     context.set_details(error.details)
 
 
+# How long the end of an agent's messages must stay unexplained by a
+# cancellation before it counts as the agent's half-close (see `_ServerCall.read`).
+HALF_CLOSE_SETTLE: Final = 1.0
+
+LOST: Final = "the agent's call was cancelled, or its connection lost"
+
+
 class _ServerCall:
     """The server's call, as a session sees it: bytes in, bytes out."""
 
     def __init__(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         self._context = context
+        #: Set when grpc cancels the call: the agent cancelled it, or its connection was lost.
+        self.lost = asyncio.Event()
 
     async def read(self) -> bytes | None:
         data = await self._context.read()
         if data is grpc.aio.EOF:
-            if self._context.cancelled():
-                # Not the agent ending its side: its call, or connection, is gone.
-                raise PeerUnavailable("the agent's call was cancelled, or its connection lost")
+            # grpc.aio reads a cancelled call and a half-closed one alike as
+            # EOF, and makes the cancellation known only later, by cancelling
+            # the call's task (`Server._serve` then sets `lost`); that can come
+            # many loop turns after the EOF. The end counts as the agent's
+            # half-close only once it has stayed unexplained for a while.
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.lost.wait(), HALF_CLOSE_SETTLE)
+            if self.lost.is_set() or self._context.cancelled():
+                raise PeerUnavailable(LOST)
             return None
         return data  # type: ignore[no-any-return]
 
@@ -364,9 +445,12 @@ class _ServerCall:
 
 
 def server_options(
-    max_message_size: int, keepalive: Keepalive | None, extra: list[tuple[str, Any]]
+    max_message_size: int,
+    keepalive: Keepalive | None,
+    extra: list[tuple[str, Any]],
+    limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
 ) -> list[tuple[str, Any]]:
-    """The grpc options of a control plane's server."""
+    """The grpc options of a control plane's server (`extra` last: it wins)."""
     options: list[tuple[str, Any]] = [
         # Refused before it is buffered, by C-core, with RESOURCE_EXHAUSTED.
         ("grpc.max_receive_message_length", max_message_size),
@@ -376,7 +460,7 @@ def server_options(
     ]
     if keepalive is not None:
         options += keepalive.server_options()
-    return options + extra
+    return options + limits.server_options() + extra
 
 
 async def start_server(
@@ -393,6 +477,7 @@ async def start_server(
     max_message_size: int = DEFAULT_MAX_SIZE,
     max_items: int = DEFAULT_MAX_ITEMS,
     keepalive: Keepalive | None = Keepalive(),
+    limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
     options: list[tuple[str, Any]] | None = None,
     health: bool = True,
     serving: bool = True,
@@ -415,19 +500,27 @@ async def start_server(
             mutual TLS.
         authorize: called with each new session before `handle` (its
             `metadata` holds, say, a bearer token; its `certificate` the
-            client's); raise `PermissionDenied` to refuse the call.
+            client's); raise `PermissionDenied` to refuse the call. Any
+            other exception is logged and ends the call with INTERNAL "the
+            control plane failed to serve", nothing of it told to the client.
         registration_timeout: seconds an agent has to register before its
             call ends with DEADLINE_EXCEEDED; None waits forever.
         on_bad_message: "skip" (the default) logs a message that does not
             decode in one line and goes on; "end" ends the call with
             INVALID_ARGUMENT and the `DecodeError`'s text.
-        compression: "gzip" compresses what the server sends; a compressed
-            message from an agent is always accepted.
+        compression: "gzip" compresses what the server sends to agents whose
+            `grpc-accept-encoding` lists gzip (deflate for those that list
+            only deflate; nothing for the rest); "deflate" prefers deflate.
+            A compressed message from an agent is accepted.
         max_message_size: the largest message accepted or sent, in bytes;
             a larger one is refused before it is buffered (RESOURCE_EXHAUSTED).
         max_items: the element limit of `decode`, applied to every message.
         keepalive: HTTP/2 keepalive; None turns it off.
-        options: more grpc server options, as (name, value) pairs.
+        limits: the resource bounds (`ServerLimits`): bytes buffered per
+            call, calls per connection, unregistered calls per server,
+            connection idle time and age, compressed input.
+        options: more grpc server options, as (name, value) pairs; they
+            override the ones the other arguments set.
         health: serve the standard health service, `grpc.health.v1.Health`,
             for "" and "llmgw.v1.AgentService": SERVING while it serves,
             NOT_SERVING once a stop has begun or `Server.set_serving(False)`.
@@ -443,8 +536,9 @@ async def start_server(
 
     Raises:
         OSError: the address cannot be listened on (the port is taken, say).
-        ValueError: node identity without mutual TLS; reflection without
-            the grpcio-reflection package.
+        ValueError: node identity without mutual TLS; compression with
+            compressed input refused; reflection without the
+            grpcio-reflection package.
     """
     identity: Callable[[PeerCertificate], Collection[str]] | None
     if node_identity is True:
@@ -453,6 +547,8 @@ async def start_server(
         identity = None
     else:
         identity = node_identity
+    if compression is not None and not limits.accept_compressed:
+        raise ValueError("compression needs limits.accept_compressed: grpc enables both at once")
     if identity is not None and (tls is None or not tls.mutual):
         raise ValueError("node identity needs mutual TLS: give tls=ServerTLS(..., client_ca=...)")
     server = Server(
@@ -465,10 +561,11 @@ async def start_server(
         max_message_size=max_message_size,
         max_items=max_items,
         metrics=metrics_for(meter_provider),
+        limits=limits,
     )
+    extra = negotiated_compression(compression) + list(options or ())
     grpc_server = grpc.aio.server(
-        options=server_options(max_message_size, keepalive, list(options or ())),
-        compression=compression_of(compression),
+        options=server_options(max_message_size, keepalive, extra, limits),
     )
     grpc_server.add_generic_rpc_handlers((server.handler(),))
     if health:

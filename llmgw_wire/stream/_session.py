@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Generic, Literal, Protocol, TypeAlias, TypeVar
+import weakref
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from llmgw_wire.codec.envelope import (
     AGENT_MESSAGE,
@@ -21,8 +22,18 @@ from llmgw_wire.codec.envelope import (
     envelope_codec,
 )
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
-from llmgw_wire.domain import Ack, Heartbeat, Registration, ShardCommand, ShardReport, StopCommand
+from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.domain import (
+    Ack,
+    Heartbeat,
+    Registration,
+    ShardCommand,
+    ShardReport,
+    State,
+    StopCommand,
+)
 from llmgw_wire.errors import DecodeError, StreamClosed, StreamError
+from llmgw_wire.stream._logs import EscapingFilter, Throttle
 from llmgw_wire.stream._metrics import NO_METRICS, StreamMetrics, refusal_of
 
 if TYPE_CHECKING:
@@ -40,6 +51,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("llmgw_wire.stream")
+# The one logger of the stream's modules: no argument a peer sent can break a line.
+logger.addFilter(EscapingFilter())
 
 FromAgent: TypeAlias = Registration | ShardReport | Heartbeat
 """What an agent sends on the stream."""
@@ -50,12 +63,52 @@ FromControl: TypeAlias = ShardCommand | StopCommand | Ack
 BadMessagePolicy: TypeAlias = Literal["skip", "end"]
 """What a session does with a message it cannot decode: skip it (logged once) or end the call."""
 
+#: How the detail of a FAILED report for a StartShard the agent could not
+#: decode begins; the rest is the `DecodeError`'s text.
+REFUSED_COMMAND: Final = "command not run: it does not decode"
+
 # How many received values a session holds before it stops reading (and
 # HTTP/2 flow control makes the peer wait).
 _READ_AHEAD = 8
 # Messages larger than this are decoded in a thread, so that one big
 # registration does not hold up every other agent's stream.
 _DECODE_OFF_LOOP_ABOVE = 256 * 1024
+# How many such decodes run at once, per event loop.
+_OFF_LOOP_DECODES = 1
+_decode_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+#: Before its registration, an agent's message over this many bytes (after
+#: decompression) is decoded only if it is a registration; anything else ends
+#: the call with FAILED_PRECONDITION: a few kB of gzip that inflate to
+#: megabytes cost no decoding before anyone has registered.
+UNREGISTERED_MESSAGE_MAX: Final = 64 * 1024
+
+
+def _off_loop_decodes() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    slots = _decode_slots.get(loop)
+    if slots is None:
+        slots = _decode_slots[loop] = asyncio.Semaphore(_OFF_LOOP_DECODES)
+    return slots
+
+
+def _is_registration(data: bytes) -> bool:
+    """Whether `data` is an AgentMessage holding a Register and nothing else (a cheap look)."""
+    # Field 1 (register), length-delimited: tag 0x0a, then a varint length
+    # that covers the rest of the message exactly.
+    if data[:1] != b"\x0a":
+        return False
+    length, shift, at = 0, 0, 1
+    while at < len(data) and at <= 10:
+        byte = data[at]
+        length |= (byte & 0x7F) << shift
+        at += 1
+        if not byte & 0x80:
+            return at + length == len(data)
+        shift += 7
+    return False
+
 
 S = TypeVar("S")
 R = TypeVar("R")
@@ -119,6 +172,7 @@ class _Session(Generic[S, R]):
         self._reader: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
         self._warned: set[str] = set()
+        self._bad_log = Throttle()
         #: Bad messages skipped so far.
         self.bad_messages = 0
         #: Values received so far.
@@ -202,12 +256,22 @@ class _Session(Generic[S, R]):
         return value
 
     async def _decode(self, data: bytes) -> object:
+        refusal = self._not_decoded(data)
+        if refusal is not None:
+            raise refusal
         decode: Callable[[], object] = lambda: self._inbound.decode(  # noqa: E731
             data, max_size=self._max_size, max_items=self._max_items
         )
         if len(data) > _DECODE_OFF_LOOP_ABOVE:
-            return await asyncio.to_thread(decode)
+            # A few at a time: more threads only fight over the GIL, and each
+            # holds a large message's objects at once.
+            async with _off_loop_decodes():
+                return await asyncio.to_thread(decode)
         return decode()
+
+    def _not_decoded(self, data: bytes) -> DecodeError | None:
+        """Why `data` is refused without decoding it (a bad message), or None."""
+        return None
 
     async def _read(self) -> None:
         error: BaseException | None = None
@@ -226,8 +290,8 @@ class _Session(Generic[S, R]):
                         await self._bad_message_ends(exc)
                         raise
                     self.bad_messages += 1
-                    # One line, the error's own text: never a traceback.
-                    logger.warning("skipped a bad message from %s: %s", self, exc)
+                    self._log_bad_message(exc)
+                    await self._bad_message_skipped(data, exc)
                     continue
                 if isinstance(value, UnknownMember):
                     self._skipped(value)
@@ -238,6 +302,7 @@ class _Session(Generic[S, R]):
                     continue
                 await self._inbox.put(accepted)
         except asyncio.CancelledError:
+            self._log_held_back()
             raise
         except (StreamError, DecodeError) as exc:
             error = exc
@@ -245,7 +310,26 @@ class _Session(Generic[S, R]):
         except Exception as exc:  # handed to whoever reads the session
             error = exc
             logger.warning("stream with %s failed: %s: %s", self, type(exc).__name__, exc)
+        self._log_held_back()
         await self._inbox.put(_End(error))
+
+    def _log_bad_message(self, error: DecodeError) -> None:
+        # One line, the error's own text, never a traceback; and a flood of
+        # bad messages is a line per interval with a count, not a line each.
+        allowed, held = self._bad_log.allow()
+        if allowed:
+            more = f" ({held} more since the last line)" if held else ""
+            logger.warning("skipped a bad message from %s%s: %s", self, more, error)
+
+    def _log_held_back(self) -> None:
+        if self._bad_log.held:
+            logger.warning(
+                "skipped %d more bad messages from %s (%d in all)",
+                self._bad_log.held,
+                self,
+                self.bad_messages,
+            )
+            self._bad_log.held = 0
 
     def _skipped(self, skipped: UnknownMember) -> None:
         # A newer peer may send its new kind of message often: say so once.
@@ -261,6 +345,9 @@ class _Session(Generic[S, R]):
 
     async def _inbound_ended(self) -> None:
         """What to do once the peer has ended its side."""
+
+    async def _bad_message_skipped(self, data: bytes, error: DecodeError) -> None:
+        """What else to do for a bad message skipped (policy "skip")."""
 
     async def _bad_message_ends(self, error: DecodeError) -> None:
         """End the call for a bad message (policy "end")."""
@@ -293,8 +380,22 @@ class AgentSession(_Session[FromAgent, FromControl]):
     _outbound_name = AGENT_MESSAGE
     _inbound_name = CONTROL_MESSAGE
 
-    def __init__(self, call: ClientCall, peer: str, **options: object) -> None:
-        super().__init__(call, peer, **options)  # type: ignore[arg-type]
+    def __init__(
+        self,
+        call: ClientCall,
+        peer: str,
+        *,
+        on_bad_message: BadMessagePolicy = "skip",
+        max_message_size: int = DEFAULT_MAX_SIZE,
+        max_items: int = DEFAULT_MAX_ITEMS,
+    ) -> None:
+        super().__init__(
+            call,
+            peer,
+            on_bad_message=on_bad_message,
+            max_message_size=max_message_size,
+            max_items=max_items,
+        )
         self._client_call = call
         self._closed = False
 
@@ -315,6 +416,48 @@ class AgentSession(_Session[FromAgent, FromControl]):
                 with contextlib.suppress(StreamError):
                     await self._client_call.done_writing()
 
+    async def leave(self, grace: float) -> None:
+        """Part cleanly: half-close, then read until the control plane ends the call.
+
+        What the control plane still sends is dropped (and counted in a log
+        line); after `grace` seconds the call is cancelled instead. A call
+        already over is left as it is.
+
+        Args:
+            grace: seconds to wait at most for the control plane's end.
+        """
+        dropped = 0
+
+        async def drain() -> None:
+            nonlocal dropped
+            await self.close()
+            with contextlib.suppress(StreamError, DecodeError):
+                while await self.recv() is not None:
+                    dropped += 1
+
+        if not self._client_call.done():
+            try:
+                await asyncio.wait_for(drain(), grace)
+            except asyncio.TimeoutError:
+                logger.info("%s did not end the call within %g s of leaving", self, grace)
+            if dropped:
+                logger.info("dropped %d values %s sent after the agent left", dropped, self)
+        await self._stop_reading()
+        if not self._client_call.done():
+            self._client_call.cancel()
+
+    def _abandon(self) -> None:
+        """Cancel the call: nothing to leave cleanly (nothing was registered)."""
+        self._client_call.cancel()
+
+    async def _bad_message_skipped(self, data: bytes, error: DecodeError) -> None:
+        # A command that is not run must not look run: a StartShard whose
+        # shard can be named is answered with that shard FAILED.
+        report = refused_command_report(data, error)
+        if report is not None:
+            with contextlib.suppress(StreamError):
+                await self.send(report)
+
 
 class ClientCall(Call, Protocol):
     """A call from the agent's side: it can also half-close and cancel."""
@@ -324,6 +467,38 @@ class ClientCall(Call, Protocol):
 
     def cancel(self) -> None:
         """Abandon the call."""
+
+    def done(self) -> bool:
+        """Whether the call is over."""
+
+
+def refused_command_report(data: bytes, error: DecodeError) -> ShardReport | None:
+    """The report that says a StartShard in `data` was not run, if its shard can be named.
+
+    `data` is a ControlMessage that did not decode into a domain value; Google's
+    runtime reads its ids without the domain's checks.
+    """
+    wire: Any = CLASSES[CONTROL_MESSAGE]
+    try:
+        envelope = wire.FromString(data)
+    except Exception:  # not even protobuf: nothing names a shard
+        return None
+    if envelope.WhichOneof("msg") != "start_shard":
+        return None
+    start = envelope.start_shard
+    if not start.shard_id:
+        return None
+    detail = f"{REFUSED_COMMAND}: {error}"
+    return ShardReport(start.replica_id, start.shard_id, State.FAILED, detail=detail)
+
+
+def _node_named(value: FromAgent) -> str | None:
+    """The node id `value` names, if it names one."""
+    if isinstance(value, Registration):
+        return value.node.id
+    if isinstance(value, Heartbeat) and value.node_id:
+        return value.node_id
+    return None
 
 
 class ControlSession(_Session[FromControl, FromAgent]):
@@ -336,9 +511,11 @@ class ControlSession(_Session[FromControl, FromAgent]):
     A second `Registration` on the same stream is the agent's new view of the
     same node (a GPU lost, a shard gone): it is handed over like the first.
     A registration for another node id ends the call with INVALID_ARGUMENT
-    ("one stream carries one node"), and, with node identity on, one whose
-    node id the agent's certificate does not vouch for ends it with
-    PERMISSION_DENIED; neither reaches `handle`.
+    ("one stream carries one node"). With node identity on, a registration
+    or heartbeat whose node id the agent's certificate does not vouch for
+    ends it with PERMISSION_DENIED, a heartbeat for another node than the
+    one registered with INVALID_ARGUMENT, and anything sent before the
+    registration with FAILED_PRECONDITION; none of them reaches `handle`.
 
     Attributes:
         peer: the agent's address, for messages.
@@ -358,9 +535,17 @@ class ControlSession(_Session[FromControl, FromAgent]):
         metadata: dict[str, str] | None = None,
         check_node_id: Callable[[str], str | None] | None = None,
         end: Callable[[StreamError], None] | None = None,
-        **options: object,
+        on_bad_message: BadMessagePolicy = "skip",
+        max_message_size: int = DEFAULT_MAX_SIZE,
+        max_items: int = DEFAULT_MAX_ITEMS,
     ) -> None:
-        super().__init__(call, peer, **options)  # type: ignore[arg-type]
+        super().__init__(
+            call,
+            peer,
+            on_bad_message=on_bad_message,
+            max_message_size=max_message_size,
+            max_items=max_items,
+        )
         self.node_id: str | None = None
         self.metadata: dict[str, str] = dict(metadata or {})
         self.certificate: PeerCertificate | None = None
@@ -381,28 +566,54 @@ class ControlSession(_Session[FromControl, FromAgent]):
             self._end_call(error)
 
     async def _accept(self, value: FromAgent) -> FromAgent | None:
+        refusal = self._refusal(value)
+        if refusal is not None:
+            self._refuse(refusal, "identity" if refusal.code == "PERMISSION_DENIED" else "protocol")
+            return None
         if isinstance(value, Registration):
-            node_id = value.node.id
-            if self.node_id is not None and node_id != self.node_id:
-                self._refuse(
-                    StreamError(
-                        f"one stream carries one node: registered as {self.node_id!r}, "
-                        f"then as {node_id!r}",
-                        code="INVALID_ARGUMENT",
-                    ),
-                    "protocol",
-                )
-                return None
-            if self._check_node_id is not None:
-                problem = self._check_node_id(node_id)
-                if problem is not None:
-                    self._refuse(StreamError(problem, code="PERMISSION_DENIED"), "identity")
-                    return None
-            self.node_id = node_id
+            self.node_id = value.node.id
             if not self.registered.is_set():
                 self._metrics.registration(StreamMetrics.now() - self._started)
             self.registered.set()
         return await super()._accept(value)
+
+    def _refusal(self, value: FromAgent) -> StreamError | None:
+        """Why `value` must not reach `handle` (the call ends with it), or None."""
+        named = _node_named(value)
+        if self._check_node_id is not None:
+            problem = None if named is None else self._check_node_id(named)
+            if problem is not None:
+                return StreamError(problem, code="PERMISSION_DENIED")
+            if self.node_id is None and not isinstance(value, Registration):
+                # Nothing is handed over before a vouched-for registration.
+                return StreamError(
+                    f"register first: a {type(value).__name__} before the registration",
+                    code="FAILED_PRECONDITION",
+                )
+        registering = isinstance(value, Registration)
+        binding = registering or self._check_node_id is not None
+        if binding and named is not None and self.node_id not in (None, named):
+            what = "as" if registering else f"a {type(value).__name__} of"
+            return StreamError(
+                f"one stream carries one node: registered as {self.node_id!r}, "
+                f"then {what} {named!r}",
+                code="INVALID_ARGUMENT",
+            )
+        return None
+
+    def _not_decoded(self, data: bytes) -> DecodeError | None:
+        unregistered = self.node_id is None and len(data) > UNREGISTERED_MESSAGE_MAX
+        if not unregistered or _is_registration(data):
+            return None
+        why = (
+            f"register first: {len(data)} bytes before the registration, and not a "
+            f"registration (over {UNREGISTERED_MESSAGE_MAX} bytes, only a registration is "
+            "decoded before it)"
+        )
+        # No honest agent sends this: the call ends, so that a flood of them
+        # costs a new call each, not a message each.
+        self._refuse(StreamError(why, code="FAILED_PRECONDITION"), "protocol")
+        return DecodeError(AGENT_MESSAGE, why)
 
     async def _bad_message_ends(self, error: DecodeError) -> None:
         await super()._bad_message_ends(error)

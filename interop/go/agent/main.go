@@ -9,6 +9,11 @@
 //	               hold (sent_at_unix_ms in the year 10000), then a valid
 //	               ShardStatus, half-close, and read until the call ends
 //
+// --cancel-after N cancels the call after N ControlMessages, without a
+// half-close, and exits (a CANCELLED line first). Built with -tags nogzip
+// (bin/agent-nogzip), the agent has no gzip encoding at all, as most grpc-go
+// agents: it can neither send nor read gzip.
+//
 // Output, one event per line on stdout: SENT <protojson> for every
 // AgentMessage sent; UNSENT <protojson> for one the ended call did not take;
 // ENCODING <grpc-encoding of the response>; RECV <protojson> for every
@@ -30,7 +35,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/status"
 
 	llmgwv1 "llmgwinterop/gen/llmgwv1"
@@ -46,6 +50,10 @@ type agent struct {
 	extraGPUs  int
 	ready      bool
 	closeAfter int
+	// cancelAfter cancels the call (no half-close) after this many
+	// ControlMessages, as a killed agent's call ends.
+	cancelAfter int
+	cancel      context.CancelFunc
 	badSentAt  int64
 
 	stream   llmgwv1.AgentService_ConnectClient
@@ -67,6 +75,7 @@ func run() int {
 	flag.IntVar(&a.extraGPUs, "extra-gpus", 0, "whole cards to add to the Register beyond the sample's")
 	flag.BoolVar(&a.ready, "ready", false, "answer every StartShard with a ShardStatus READY")
 	flag.IntVar(&a.closeAfter, "close-after", 0, "half-close after this many ControlMessages (0: never)")
+	flag.IntVar(&a.cancelAfter, "cancel-after", 0, "cancel the call, without a half-close, after this many ControlMessages (0: never)")
 	flag.Int64Var(&a.badSentAt, "bad-sent-at-ms", year10000Ms, "the bad Heartbeat's sent_at_unix_ms (bad-then-good)")
 	var tlsFlags peer.TLSFlags
 	flag.StringVar(&tlsFlags.Cert, "tls-cert", "", "client certificate (PEM), for mutual TLS")
@@ -103,9 +112,14 @@ func run() int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	a.cancel = cancel
 	var call []grpc.CallOption
 	if *useGzip {
-		call = append(call, grpc.UseCompressor(gzip.Name))
+		if gzipName == "" {
+			peer.Logf("agent: --gzip: built without the gzip encoding (-tags nogzip)")
+			return 2
+		}
+		call = append(call, grpc.UseCompressor(gzipName))
 	}
 	a.stream, err = llmgwv1.NewAgentServiceClient(conn).Connect(ctx, call...)
 	if err != nil {
@@ -155,6 +169,13 @@ func (a *agent) recv() (*llmgwv1.ControlMessage, error) {
 	}
 	if a.closeAfter > 0 && a.received >= a.closeAfter {
 		a.closeSend()
+	}
+	if a.cancelAfter > 0 && a.received >= a.cancelAfter {
+		peer.Line("CANCELLED")
+		a.cancel()
+		// Give the RST_STREAM time to leave before the process exits.
+		time.Sleep(200 * time.Millisecond)
+		os.Exit(0)
 	}
 	return m, nil
 }

@@ -1,0 +1,68 @@
+"""Log lines a peer can neither forge nor flood.
+
+Every argument of a line on the stream's logger is made printable here (a
+node id, a status's details and a decode error's text come from the peer:
+a newline in one would start a line of its own), and `Throttle` lets a
+stream of bad messages through as a few lines with a count.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["BAD_MESSAGE_LOG_INTERVAL", "EscapingFilter", "Throttle", "printable"]
+
+#: Seconds between two lines about the bad messages of one call; the ones in
+#: between are counted, and the next line (or the call's last) says how many.
+BAD_MESSAGE_LOG_INTERVAL: Final = 10.0
+
+
+def printable(text: str) -> str:
+    """`text` with every character that is not printable escaped, as repr does."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
+
+
+class EscapingFilter(logging.Filter):
+    """Makes every argument of a record printable (numbers are left as they are)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple):
+            record.args = tuple(
+                arg if isinstance(arg, (int, float)) else printable(str(arg)) for arg in args
+            )
+        return True
+
+
+class Throttle:
+    """At most one line per `interval` seconds; counts what it held back."""
+
+    __slots__ = ("_clock", "_interval", "_next", "held")
+
+    def __init__(
+        self,
+        interval: float = BAD_MESSAGE_LOG_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._clock = clock
+        self._interval = interval
+        self._next: float | None = None
+        #: Lines held back since the last one let through.
+        self.held = 0
+
+    def allow(self) -> tuple[bool, int]:
+        """Whether to log this one, and how many were held back before it."""
+        now = self._clock()
+        if self._next is not None and now < self._next:
+            self.held += 1
+            return False, 0
+        self._next = now + self._interval
+        held, self.held = self.held, 0
+        return True, held

@@ -1,0 +1,458 @@
+"""Faulty and leaving peers, over real grpc.aio on loopback: a lost agent told
+from a leaving one, a graceful leave, true statuses, a command not run made known."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+import grpc
+import pytest
+from test_stream import WAIT, Recording, as_node, raw_agent, run, serving, target
+
+from llmgw_wire import Ack, Heartbeat, Registration, ShardReport, State
+from llmgw_wire.codec.envelope import encode_envelope
+from llmgw_wire.stream import (
+    REFUSED_COMMAND,
+    AgentSession,
+    Backoff,
+    ControlPlane,
+    ControlSession,
+    MessageRejected,
+    PeerUnavailable,
+    PermissionDenied,
+    StreamError,
+    connect,
+    keep_connected,
+)
+from llmgw_wire.stream._logs import BAD_MESSAGE_LOG_INTERVAL
+from llmgw_wire.testing.sample import sample_registration
+from llmgw_wire.v1 import ControlMessage, StartShard
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+pytestmark = pytest.mark.timeout(300)
+
+# Repetitions of the cases that depend on how grpc interleaves events.
+ROUNDS = 8
+
+
+def test_an_agent_whose_call_is_cancelled_is_lost_not_leaving() -> None:
+    """recv gives None only after a half-close: a cancelled call is never a clean end."""
+    outcomes: list[str] = []
+
+    async def control_plane(session: ControlSession) -> None:
+        await session.recv(timeout=WAIT)
+        await session.send(Ack("gpu-node-017"))
+        try:
+            outcomes.append("ended" if await session.recv(timeout=WAIT) is None else "value")
+        except PeerUnavailable:
+            outcomes.append("lost")
+        except asyncio.CancelledError:
+            outcomes.append("cancelled")
+            raise
+
+    async def main() -> None:
+        plane = Recording(control_plane)
+        async with serving(plane) as server, raw_agent(server) as call:
+            await call.write(encode_envelope(sample_registration()))
+            await call.read()
+            call.cancel()
+            await asyncio.wait_for(plane.ended, WAIT)
+
+    for _ in range(ROUNDS):
+        run(main)
+    assert "ended" not in outcomes, outcomes
+    assert len(outcomes) == ROUNDS
+
+
+def test_an_agent_that_half_closes_is_a_clean_end() -> None:
+    outcomes: list[object] = []
+
+    async def control_plane(session: ControlSession) -> None:
+        await session.recv(timeout=WAIT)
+        outcomes.append(await session.recv(timeout=WAIT))
+
+    async def main() -> None:
+        plane = Recording(control_plane)
+        async with serving(plane) as server, raw_agent(server) as call:
+            await call.write(encode_envelope(sample_registration()))
+            await call.done_writing()
+            assert await call.code() == grpc.StatusCode.OK
+            assert await asyncio.wait_for(plane.ended, WAIT) == "returned"
+
+    run(main)
+    assert outcomes == [None]
+
+
+# --- the agent's graceful leave ------------------------------------------------------
+
+
+class Ending(ControlPlane):
+    """Acks each registration, then keeps how the agent's side of each call ended."""
+
+    def __init__(self, first: Callable[[ControlSession], Awaitable[None]] | None = None) -> None:
+        self.first = first
+        self.calls = 0
+        self.ends: list[str] = []
+        self.received: list[object] = []
+        self.changed = asyncio.Event()
+
+    async def handle(self, session: ControlSession) -> None:
+        self.calls += 1
+        self.changed.set()
+        try:
+            registration = await session.recv(timeout=WAIT)
+            assert isinstance(registration, Registration)
+            await session.send(Ack(registration.node.id))
+            if self.first is not None and self.calls == 1:
+                await self.first(session)
+            async for value in session:
+                self.received.append(value)
+                self.changed.set()
+            self.ends.append("ended")
+        except PeerUnavailable:
+            self.ends.append("lost")
+        except asyncio.CancelledError:
+            self.ends.append("cancelled")
+            raise
+        finally:
+            self.changed.set()
+
+    async def wait(self, done: Callable[[], bool]) -> None:
+        while not done():
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), WAIT)
+
+
+async def read_all(session: AgentSession) -> None:
+    async for _ in session:
+        pass
+
+
+def test_leaving_connect_half_closes_and_the_plane_sees_a_clean_end() -> None:
+    async def main() -> None:
+        plane = Ending()
+        async with serving(plane) as server:
+            async with connect(target(server)) as session:
+                await session.send(sample_registration())
+                assert isinstance(await session.recv(timeout=WAIT), Ack)
+            await plane.wait(lambda: bool(plane.ends))
+        assert plane.ends == ["ended"]
+
+    run(main)
+
+
+def test_stopping_keep_connected_half_closes_and_the_plane_sees_a_clean_end() -> None:
+    async def main() -> None:
+        plane = Ending()
+        stop = asyncio.Event()
+        acked = asyncio.Event()
+
+        async def serve(session: AgentSession) -> None:
+            async for value in session:
+                if isinstance(value, Ack):
+                    acked.set()
+
+        async with serving(plane) as server:
+            agent = asyncio.ensure_future(
+                keep_connected(target(server), sample_registration, serve, stop=stop)
+            )
+            await asyncio.wait_for(acked.wait(), WAIT)
+            stop.set()
+            await asyncio.wait_for(agent, WAIT)
+            await plane.wait(lambda: bool(plane.ends))
+        assert plane.ends == ["ended"]
+
+    run(main)
+
+
+def test_stop_is_honoured_while_connecting() -> None:
+    """A control plane that accepts the connection and never speaks HTTP/2."""
+
+    async def main() -> None:
+        accepted = asyncio.Event()
+        writers: list[asyncio.StreamWriter] = []
+
+        async def silent(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writers.append(writer)
+            accepted.set()
+
+        listener = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = listener.sockets[0].getsockname()[1]
+        stop = asyncio.Event()
+        try:
+            agent = asyncio.ensure_future(
+                keep_connected(f"127.0.0.1:{port}", sample_registration, read_all, stop=stop)
+            )
+            await asyncio.wait_for(accepted.wait(), WAIT)
+            stop.set()
+            # grpc's own connection deadline is 20 s: far beyond this bound.
+            await asyncio.wait_for(agent, 10)
+        finally:
+            for writer in writers:
+                writer.close()
+            listener.close()
+
+    run(main)
+
+
+# A StartShard that protobuf reads and the domain cannot hold: a timeout
+# beyond what a timedelta holds.
+BAD_START = bytes(
+    ControlMessage(
+        start_shard=StartShard(
+            replica_id="rep-bad", shard_id="rep-bad-0", startup_timeout_ms=2**63 - 1
+        )
+    )
+)
+
+
+def test_a_bad_message_under_policy_end_ends_one_round_not_the_agent() -> None:
+    async def bad(session: ControlSession) -> None:
+        await session._call.write(BAD_START)
+
+    async def main() -> None:
+        plane = Ending(bad)
+        stop = asyncio.Event()
+        async with serving(plane) as server:
+            agent = asyncio.ensure_future(
+                keep_connected(
+                    target(server),
+                    sample_registration,
+                    read_all,
+                    stop=stop,
+                    backoff=Backoff(initial=0.1, maximum=0.5),
+                    on_bad_message="end",
+                )
+            )
+            try:
+                await plane.wait(lambda: plane.calls >= 2)
+            finally:
+                stop.set()
+                await asyncio.wait_for(agent, WAIT)
+
+    run(main)
+
+
+def test_a_start_shard_the_agent_cannot_decode_is_reported_failed() -> None:
+    async def bad(session: ControlSession) -> None:
+        await session._call.write(BAD_START)
+
+    async def main() -> None:
+        plane = Ending(bad)
+        async with serving(plane) as server, connect(target(server)) as session:
+            await session.send(sample_registration())
+            assert isinstance(await session.recv(timeout=WAIT), Ack)
+            await plane.wait(lambda: bool(plane.received))
+        (report,) = plane.received
+        assert isinstance(report, ShardReport)
+        assert (report.replica_id, report.shard_id, report.state) == (
+            "rep-bad",
+            "rep-bad-0",
+            State.FAILED,
+        )
+        assert report.detail.startswith(REFUSED_COMMAND + ": ")
+        assert "startup_timeout_ms" in report.detail
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("code", "options"),
+    [
+        ("PERMISSION_DENIED", {}),
+        ("INVALID_ARGUMENT", {}),
+        # Retried by default (a rotated certificate may fix it); given up when asked.
+        ("UNAUTHENTICATED", {"give_up_unauthenticated": True}),
+    ],
+)
+def test_keep_connected_gives_up_on_a_refusal_it_cannot_fix(
+    code: str, options: dict[str, bool]
+) -> None:
+    async def refuse(session: ControlSession) -> None:
+        await session.recv(timeout=WAIT)
+        raise StreamError("refused for good", code=code)
+
+    async def main() -> None:
+        async with serving(Recording(refuse)) as server:
+            with pytest.raises(StreamError, match="refused for good") as error:
+                await keep_connected(
+                    target(server),
+                    sample_registration,
+                    read_all,
+                    backoff=Backoff(initial=0.1),
+                    **options,
+                )
+            assert error.value.code == code
+
+    run(main)
+
+
+def test_keep_connected_retries_an_unauthenticated_refusal() -> None:
+    async def main() -> None:
+        calls = 0
+        third = asyncio.Event()
+
+        async def refuse(session: ControlSession) -> None:
+            nonlocal calls
+            await session.recv(timeout=WAIT)
+            calls += 1
+            if calls == 3:
+                third.set()
+            raise StreamError("not yet", code="UNAUTHENTICATED")
+
+        stop = asyncio.Event()
+        async with serving(Recording(refuse)) as server:
+            agent = asyncio.ensure_future(
+                keep_connected(
+                    target(server),
+                    sample_registration,
+                    read_all,
+                    stop=stop,
+                    backoff=Backoff(initial=0.05, maximum=0.1),
+                )
+            )
+            await asyncio.wait_for(third.wait(), WAIT)
+            assert not agent.done()
+            stop.set()
+            await asyncio.wait_for(agent, WAIT)
+
+    run(main)
+
+
+# --- true statuses ---------------------------------------------------------------------
+
+
+async def send_until_refused(session: AgentSession) -> StreamError:
+    try:
+        for _ in range(10_000):
+            await session.send(Heartbeat("gpu-node-017"))
+    except StreamError as exc:
+        return exc
+    raise AssertionError("the control plane took 10,000 heartbeats after it ended the call")
+
+
+@pytest.mark.parametrize(
+    ("refusal", "kind"),
+    [
+        (PermissionDenied("cordoned"), PermissionDenied),
+        (MessageRejected("not a registration"), MessageRejected),
+        (PeerUnavailable("the control plane is stopping"), PeerUnavailable),
+    ],
+)
+def test_an_agent_that_is_sending_when_the_call_ends_sees_its_status(
+    refusal: StreamError, kind: type[StreamError]
+) -> None:
+    """In every interleaving of the agent's sends with the end: the status sent, never INTERNAL."""
+
+    async def control_plane(session: ControlSession) -> None:
+        await session.recv(timeout=WAIT)
+        raise refusal
+
+    async def main() -> None:
+        async with serving(Recording(control_plane)) as server:
+            for _ in range(ROUNDS):
+                async with connect(target(server)) as session:
+                    await session.send(sample_registration())
+                    sending = await send_until_refused(session)
+                    with pytest.raises(StreamError) as receiving:
+                        await read_all(session)
+                for error in (sending, receiving.value):
+                    assert type(error) is kind, error
+                    assert (error.code, error.details) == (refusal.code, refusal.details)
+
+    run(main)
+
+
+# --- what a peer learns, what the logs say ---------------------------------------------
+
+
+def test_an_authorize_hook_s_failure_reaches_the_client_as_a_generic_status(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def authorize(session: ControlSession) -> None:
+        raise RuntimeError("token store at 10.1.2.3:5432 is down")
+
+    async def main() -> None:
+        async with serving(Recording(read_all_plane), authorize=authorize) as server:
+            got, end = await agent_exchange(target(server))
+        assert got == []
+        assert end is not None
+        assert (end.code, end.details) == ("INTERNAL", "the control plane failed to serve")
+
+    run(main)
+    (record,) = [r for r in caplog.records if "authorizing" in r.getMessage()]
+    assert record.levelno == logging.ERROR
+    assert record.exc_info is not None
+
+
+def test_a_flood_of_bad_messages_is_a_few_lines_with_a_count(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="llmgw_wire.stream")
+    flood = 2_000
+    counted: list[int] = []
+
+    async def control_plane(session: ControlSession) -> None:
+        await read_all_plane(session)
+        counted.append(session.bad_messages)
+
+    async def main() -> None:
+        plane = Recording(control_plane)
+        async with serving(plane) as server, raw_agent(server) as call:
+            for _ in range(flood):
+                await call.write(b"\xff")
+            await call.done_writing()
+            await call.code()
+            await asyncio.wait_for(plane.ended, WAIT)
+
+    started = time.monotonic()
+    run(main)
+    intervals = (time.monotonic() - started) / BAD_MESSAGE_LOG_INTERVAL
+    assert counted == [flood]
+    lines = [r.getMessage() for r in caplog.records if "bad message" in r.getMessage()]
+    # One line per interval at most, and one at the end with the count.
+    assert len(lines) <= intervals + 2, lines
+    assert lines[-1].endswith(f"({flood} in all)"), lines
+
+
+def test_a_newline_from_a_peer_cannot_forge_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="llmgw_wire.stream")
+    forged = "gpu-node-017\nCRITICAL llmgw_wire.stream: forged"
+
+    async def control_plane(session: ControlSession) -> None:
+        await session.recv(timeout=WAIT)
+        raise StreamError(f"refused {forged}", code="FAILED_PRECONDITION")
+
+    async def main() -> None:
+        async with serving(Recording(control_plane)) as server:
+            await agent_exchange(target(server), as_node(sample_registration(), forged))
+
+    run(main)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("gpu-node-017\\nCRITICAL" in m for m in messages), messages
+    assert not any("\n" in m for m in messages), messages
+
+
+async def read_all_plane(session: ControlSession) -> None:
+    async for _ in session:
+        pass
+
+
+async def agent_exchange(
+    address: str, registration: Registration | None = None
+) -> tuple[list[object], StreamError | None]:
+    """Register, half-close, read until the end: what came back, how it ended."""
+    got: list[object] = []
+    try:
+        async with connect(address) as session:
+            await session.send(registration or sample_registration())
+            await session.close()
+            got.extend([value async for value in session])
+    except StreamError as exc:
+        return got, exc
+    return got, None
