@@ -41,7 +41,18 @@ MODELS = [
     "StopCommand",
     "Storage",
 ]
-ERRORS = ["DecodeError", "EncodeError", "JSONError", "StateFileError", "WireError"]
+ERRORS = [
+    "DecodeError",
+    "EncodeError",
+    "JSONError",
+    "StateFileError",
+    "StateFileInvalid",
+    "StatusCode",
+    "StoreError",
+    "StoreOSError",
+    "UsageError",
+    "WireError",
+]
 STORE = ["LoadedShards", "SavedShard", "ShardStore"]
 STREAM_ERRORS = [
     "MessageRejected",
@@ -71,6 +82,7 @@ SURFACE: dict[str, list[str]] = {
         *ERRORS,
         *CONVERSIONS,
         *STORE,
+        *STREAM_ERRORS,
         "__version__",
         "converter",
         "decode",

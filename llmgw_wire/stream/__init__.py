@@ -22,10 +22,14 @@ re-exported here), never grpc's:
 
 * `EncodeError` from `send`: a value the wire cannot carry (nothing is sent);
 * `StreamError` from `recv`, when the call ended with an error status, with
-  `code` and `details`; its subclasses `PeerUnavailable` (unreachable, lost,
-  or the control plane stopping: connect again), `PermissionDenied`,
-  `MessageRejected` (INVALID_ARGUMENT), `RegistrationTimeout`, and
-  `StreamClosed` from `send` on a session whose call is over;
+  `code` (a `StatusCode`) and `details`; its subclasses `PeerUnavailable`
+  (the peer is gone: unreachable, the connection lost, the call cancelled by
+  the peer, or the control plane stopping: connect again), `PermissionDenied`,
+  `MessageRejected` (INVALID_ARGUMENT) and `RegistrationTimeout` (the control
+  plane's registration deadline only);
+* `StreamClosed` from `send` on a session whose side is closed or whose call
+  is over: a programming error (`UsageError`, a `RuntimeError`), not a
+  `StreamError`;
 * `DecodeError`, only with `on_bad_message="end"`; by default a message that
   does not decode is logged in one line and skipped.
 
@@ -41,6 +45,11 @@ An agent, in full::
         await session.send(registration)
         async for command in session:  # ShardCommand, StopCommand or Ack
             ...
+
+grpc's C core logs to stderr by itself; how much is the application's
+choice, made before grpc is first imported: `GRPC_VERBOSITY` (`ERROR`,
+`NONE`, ...) and `GRPC_TRACE` in the environment. The library sets neither
+(`docs/guides/stream.md` shows how).
 
 grpclib stays usable beside it: `llmgw_wire.stream.grpclib_codec.WireCodec`
 serves betterproto2's generated grpclib service, and its peers talk to these

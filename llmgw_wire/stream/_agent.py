@@ -6,10 +6,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
-import os
 import random
 from typing import TYPE_CHECKING, Any
 
+import grpc
+import grpc.aio
 from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
@@ -21,13 +22,13 @@ from llmgw_wire.conversions import (
 )
 from llmgw_wire.domain import Registration
 from llmgw_wire.errors import PermissionDenied, StreamClosed, StreamError
-from llmgw_wire.stream._server import CONNECT_ROUTE, Keepalive, compression_of
+from llmgw_wire.stream._server import (
+    CONNECT_ROUTE,
+    REGISTRATION_DEADLINE,
+    Keepalive,
+    compression_of,
+)
 from llmgw_wire.stream._session import AgentSession, BadMessagePolicy
-
-os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-
-import grpc
-import grpc.aio
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -40,6 +41,18 @@ __all__ = ["Backoff", "connect", "keep_connected", "registration_from_inventory"
 logger = logging.getLogger("llmgw_wire.stream")
 
 
+def _error(
+    code: grpc.StatusCode, details: str | None, trailers: Iterable[tuple[str, object]] | None
+) -> StreamError:
+    """The library's error for a call that ended with `code`.
+
+    DEADLINE_EXCEEDED is a `RegistrationTimeout` only when the control plane
+    said, in the trailers, that its registration deadline passed.
+    """
+    registration = (REGISTRATION_DEADLINE, "1") in tuple(trailers or ())
+    return StreamError.for_status(code.name, details or "", registration=registration)
+
+
 class _ClientCall:
     """The agent's call, as a session sees it: bytes in, bytes out, errors the library's own."""
 
@@ -50,13 +63,14 @@ class _ClientCall:
         code = await self._call.code()
         if code == grpc.StatusCode.OK:
             return None
-        return StreamError.for_status(code.name, await self._call.details() or "")
+        trailers = await self._call.trailing_metadata()
+        return _error(code, await self._call.details(), trailers)
 
     async def read(self) -> bytes | None:
         try:
             data = await self._call.read()
         except grpc.aio.AioRpcError as exc:
-            raise StreamError.for_status(exc.code().name, exc.details() or "") from None
+            raise _error(exc.code(), exc.details(), exc.trailing_metadata()) from None
         if data is grpc.aio.EOF:
             error = await self._status()
             if error is not None:
@@ -68,7 +82,7 @@ class _ClientCall:
         try:
             await self._call.write(data)
         except grpc.aio.AioRpcError as exc:
-            raise StreamError.for_status(exc.code().name, exc.details() or "") from None
+            raise _error(exc.code(), exc.details(), exc.trailing_metadata()) from None
         except asyncio.InvalidStateError:
             error = await self._status() if self._call.done() else None
             raise StreamClosed(f"the call is over{f' ({error})' if error else ''}") from None
@@ -77,7 +91,7 @@ class _ClientCall:
         try:
             await self._call.done_writing()
         except grpc.aio.AioRpcError as exc:
-            raise StreamError.for_status(exc.code().name, exc.details() or "") from None
+            raise _error(exc.code(), exc.details(), exc.trailing_metadata()) from None
         except asyncio.InvalidStateError:
             raise StreamClosed("the call is over") from None
 
@@ -246,7 +260,8 @@ async def keep_connected(
             logger.info("the call to %s ended", target)
         except PermissionDenied:
             raise
-        except StreamError as exc:
+        except (StreamError, StreamClosed) as exc:
+            # StreamClosed: the registration met a call the control plane had just ended.
             logger.warning("the stream to %s ended: %s", target, exc)
         if stopped.is_set():
             break

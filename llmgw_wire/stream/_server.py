@@ -7,9 +7,10 @@ import asyncio
 import contextlib
 import errno
 import logging
-import os
 from typing import TYPE_CHECKING, Any, Final
 
+import grpc
+import grpc.aio
 from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
@@ -17,16 +18,13 @@ from llmgw_wire.errors import DecodeError, PeerUnavailable, RegistrationTimeout,
 from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
 from llmgw_wire.stream._tls import PeerCertificate, ServerTLS, node_ids_of
 
-# C-core logs to stderr unless told otherwise; a service logs through Python.
-os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
-
-import grpc
-import grpc.aio
-
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Collection
 
 __all__ = ["CONNECT_ROUTE", "ControlPlane", "Keepalive", "Server", "start_server"]
+
+#: The trailer with which a call ends for the registration deadline (see `_set_status`).
+REGISTRATION_DEADLINE: Final = "llmgw-registration-deadline"
 
 logger = logging.getLogger("llmgw_wire.stream")
 
@@ -314,8 +312,11 @@ class Server:
 def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError | None) -> None:
     if error is None:
         return
-    context.set_code(grpc.StatusCode[error.code])
+    context.set_code(grpc.StatusCode[error.code.name])
     context.set_details(error.details)
+    if isinstance(error, RegistrationTimeout):
+        # So that the agent tells this deadline from any other DEADLINE_EXCEEDED.
+        context.set_trailing_metadata(((REGISTRATION_DEADLINE, "1"),))
 
 
 class _ServerCall:
@@ -336,10 +337,15 @@ class _ServerCall:
     async def write(self, data: bytes) -> None:
         try:
             await self._context.write(data)
-        except asyncio.CancelledError:
+        except grpc.aio.BaseError as exc:
+            # Only what says the agent is gone: its call cancelled or its
+            # connection lost (C-core's batch failed), or the call ended
+            # UNAVAILABLE (the control plane stopping). Anything else is not
+            # the peer's doing and propagates as itself.
+            gone = self._context.cancelled() or isinstance(exc, grpc.aio.InternalError)
+            if gone or self._context.code() == grpc.StatusCode.UNAVAILABLE:
+                raise PeerUnavailable(f"the call is over: {type(exc).__name__}") from exc
             raise
-        except Exception as exc:
-            raise PeerUnavailable(f"the call is over: {type(exc).__name__}") from exc
 
 
 def server_options(
