@@ -317,7 +317,11 @@ StateFileError = StoreError
 
 
 class StatusCode(enum.IntEnum):
-    """The gRPC status codes, with gRPC's numbers, as `StreamError.code` holds them."""
+    """The gRPC status codes, with gRPC's numbers, as `StreamError.code` holds them.
+
+    A code reads as its name (`f"{code}"` is "UNAVAILABLE") and compares as
+    its number; `grpc.StatusCode[code.name]` is grpc's own.
+    """
 
     OK = 0
     CANCELLED = 1
@@ -336,6 +340,12 @@ class StatusCode(enum.IntEnum):
     UNAVAILABLE = 14
     DATA_LOSS = 15
     UNAUTHENTICATED = 16
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
 
 
 def _status_code(code: StatusCode | str | int) -> StatusCode:

@@ -790,6 +790,8 @@ def test_errors_are_one_family() -> None:
     assert timeout.__class__ is RegistrationTimeout
     assert StreamError("x", code=14).code is StatusCode.UNAVAILABLE
     assert PeerUnavailable("x").code is StatusCode.UNAVAILABLE
+    assert (f"{StatusCode.UNAVAILABLE}", str(StatusCode.ABORTED)) == ("UNAVAILABLE", "ABORTED")
+    assert str(PeerUnavailable("gone")) == "UNAVAILABLE: gone"
     with pytest.raises(ValueError, match="Expected a gRPC error status code, got 'OK'"):
         StreamError("fine", code="OK")
     with pytest.raises(ValueError, match="Expected a gRPC status code, got 'NOPE'"):
