@@ -411,8 +411,8 @@ class PeerUnavailable(StreamError):  # noqa: N818 (named for the status, as http
     """The peer is gone: it cannot be reached, the connection was lost, or it is stopping.
 
     Raised for UNAVAILABLE, for a connection that is lost, and for a call the
-    peer cancelled, and for nothing else. What to do is the same in every
-    case: connect again, after a backoff.
+    peer cancelled (CANCELLED; `code` says which), and for nothing else. What
+    to do is the same in every case: connect again, after a backoff.
     """
 
     default_code = StatusCode.UNAVAILABLE
@@ -454,6 +454,9 @@ class StreamClosed(UsageError):  # noqa: N818 (named for the state, as httpx nam
 
 _BY_CODE: dict[StatusCode, type[StreamError]] = {
     StatusCode.UNAVAILABLE: PeerUnavailable,
+    # A call that ends CANCELLED was cancelled by the peer (or a proxy
+    # between): an end of its own, not of this side's doing.
+    StatusCode.CANCELLED: PeerUnavailable,
     StatusCode.PERMISSION_DENIED: PermissionDenied,
     StatusCode.UNAUTHENTICATED: PermissionDenied,
     StatusCode.INVALID_ARGUMENT: MessageRejected,

@@ -784,6 +784,8 @@ def test_errors_are_one_family() -> None:
     assert StreamError.for_status("UNAVAILABLE", "x").__class__ is PeerUnavailable
     assert StreamError.for_status("UNAUTHENTICATED", "x").__class__ is PermissionDenied
     assert StreamError.for_status("ABORTED", "x").__class__ is StreamError
+    cancelled = StreamError.for_status("CANCELLED", "x")
+    assert (type(cancelled), cancelled.code) == (PeerUnavailable, StatusCode.CANCELLED)
     # Only the control plane's registration deadline is a RegistrationTimeout.
     assert StreamError.for_status("DEADLINE_EXCEEDED", "x").__class__ is StreamError
     timeout = StreamError.for_status(StatusCode.DEADLINE_EXCEEDED, "x", registration=True)
