@@ -1,6 +1,6 @@
 """The library's one exception tree: what a caller catches, and for what.
 
-    WireError                      every error the library raises
+    WireError                      every error of the library's own
     +-- EncodeError (ValueError)   bad input: a value the wire cannot carry
     +-- DecodeError (ValueError)   bad input: bytes that do not make the value asked for
     |   +-- JSONError              a JSON document that does not
@@ -20,9 +20,10 @@
 So: bad bytes are `DecodeError`, a value the wire cannot carry is
 `EncodeError`, the store's failures are `StoreError` (never a `DecodeError`: a
 full disk is not bad input), the stream's ends are `StreamError` with a
-`StatusCode`, and a programming error is a `UsageError`. An exception of the
-transport that does not mean "the peer is gone" is not turned into one of
-these: it propagates as itself.
+`StatusCode`, and a programming error is a `UsageError`. Outside the tree
+are Python's own errors for an argument that is not of the kind a function
+takes (`TypeError`, `ValueError`), and an exception of the transport that
+does not mean "the peer is gone", which propagates as itself.
 
 Every error says what was expected, what was found, and where: a path into
 the value (`$.gpus[3].memory_total_mb`), the message type, or the file.
@@ -99,15 +100,6 @@ class Redacted:
         return type(self), (self.type_name,)
 
 
-def _type_name(value: object) -> str:
-    # A str or bytes of a subclass (a test's stand-in for a secret) is named
-    # for what it is on the wire.
-    for base in (str, bytes):
-        if isinstance(value, base):
-            return base.__name__
-    return type(value).__name__
-
-
 def _cut(text: str) -> str:
     return text if len(text) <= LONGEST_SHOWN else text[: LONGEST_SHOWN - 3] + "..."
 
@@ -147,7 +139,7 @@ def shown(value: object, *, secret: bool = False, spelling: str = "python") -> s
     if secret:
         if spelling == "json":
             return f"{_json_kind(value)} (a secret, not shown)"
-        return repr(Redacted(_type_name(value)))
+        return repr(Redacted(type(value).__name__))
     if isinstance(value, int) and value.bit_length() > _LONGEST_INT_BITS:
         return f"an int of {value.bit_length()} bits"
     if spelling == "json":
@@ -178,7 +170,7 @@ def _python(value: object) -> str:
 
 
 class WireError(Exception):
-    """Base class of every error the library raises; its branches say which kind."""
+    """Base class of the library's own errors; its branches say which kind."""
 
 
 def format_path(path: tuple[str | int, ...]) -> str:
@@ -208,7 +200,7 @@ class EncodeError(WireError, ValueError):
         secret: bool = False,
     ) -> None:
         if secret and not isinstance(got, Redacted):
-            got = Redacted(_type_name(got))
+            got = Redacted(type(got).__name__)
         self.expected = expected
         self.got = got
         self.path = path

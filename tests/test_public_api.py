@@ -216,7 +216,6 @@ SURFACE: dict[str, list[str]] = {
     ],
     "llmgw_wire.testing.strategies": [
         "KNOWN_STATE_NUMBERS",
-        "SecretText",
         "acks",
         "adapters",
         "adopted_shards",

@@ -100,7 +100,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KNOWN_STATE_NUMBERS",
-    "SecretText",
     "acks",
     "adapters",
     "adopted_shards",
@@ -301,26 +300,33 @@ def _build(cls: type[T], **overrides: SearchStrategy[Any]) -> SearchStrategy[T]:
             by_rule = _by_rule(rules.get(field.name))
             fields[field.name] = by_rule if by_rule is not None else _by_annotation(field.type)
             if is_secret(cls, field.name):
-                fields[field.name] = fields[field.name].map(SecretText)
+                fields[field.name] = _secret_texts(fields[field.name])
     return st.builds(cls, **fields)
 
 
-class SecretText(str):
-    """A drawn secret (an `api_key`): a `str` whose repr never shows it.
+@st.composite
+def _secret_texts(draw: st.DrawFn, texts: SearchStrategy[str]) -> str:
+    """Strings from `texts`, for a secret: hypothesis's failure report never shows one.
 
-    Hypothesis's failure report ("Falsifying example") prints how a value was
-    built, argument by argument, with its own printer rather than the model's
-    repr; a secret drawn as this type prints as `<secret str, not shown>`
-    there too. It is equal to, and encodes as, the same plain `str`.
+    That report ("Falsifying example", "Failing test case") prints how a value
+    was built, argument by argument, with its own printer rather than the
+    model's repr. Each secret drawn is registered with that printer as
+    `<secret str, not shown>`; the value stays a plain `str`.
     """
+    text = draw(texts)
+    try:
+        from hypothesis.control import current_build_context
+        from hypothesis.vendor.pretty import IDKey
 
-    __slots__ = ()
+        printers = current_build_context().known_object_printers
+    except (ImportError, AttributeError):  # a hypothesis without the printer's registry
+        return text
+    printers[IDKey(text)].append(_print_secret)
+    return text
 
-    def __repr__(self) -> str:
-        return repr(Redacted("str"))
 
-    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
-        printer.text(repr(self))
+def _print_secret(value: object, printer: Any, cycle: bool) -> None:
+    printer.text(repr(Redacted("str")))
 
 
 def _by_rule(rule: Rule | None) -> SearchStrategy[Any] | None:
