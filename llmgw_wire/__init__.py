@@ -67,7 +67,19 @@ if TYPE_CHECKING:
         DecodeError,
         EncodeError,
         JSONError,
+        MessageRejected,
+        PeerUnavailable,
+        PermissionDenied,
+        RegistrationTimeout,
         StateFileError,
+        StateFileInvalid,
+        StatusCode,
+        StoreError,
+        StoreOSError,
+        StreamClosed,
+        StreamError,
+        Unauthenticated,
+        UsageError,
         WireError,
     )
     from llmgw_wire.store import LoadedShards, SavedShard, ShardStore
@@ -91,10 +103,14 @@ __all__ = [
     "LoadedShards",
     "LocalWeights",
     "MIGDevice",
+    "MessageRejected",
     "Node",
     "NodeState",
+    "PeerUnavailable",
+    "PermissionDenied",
     "Profile",
     "Registration",
+    "RegistrationTimeout",
     "SavedShard",
     "ShardCommand",
     "ShardReport",
@@ -102,8 +118,16 @@ __all__ = [
     "ShardStore",
     "State",
     "StateFileError",
+    "StateFileInvalid",
+    "StatusCode",
     "StopCommand",
     "Storage",
+    "StoreError",
+    "StoreOSError",
+    "StreamClosed",
+    "StreamError",
+    "Unauthenticated",
+    "UsageError",
     "WireError",
     "__version__",
     "adopted_from_register",
@@ -123,7 +147,9 @@ __all__ = [
     "to_json",
 ]
 
-# name -> the module that defines it
+# The one table of the root's names: each, and the module it is imported from
+# on first use. `__all__` and the imports for type checkers above hold the
+# same names (a test checks it).
 _HOMES: dict[str, str] = {
     "Ack": "llmgw_wire.domain",
     "Adapter": "llmgw_wire.domain",
@@ -169,19 +195,35 @@ _HOMES: dict[str, str] = {
     "JSONError": "llmgw_wire.errors",
     "StateFileError": "llmgw_wire.errors",
     "WireError": "llmgw_wire.errors",
+    "MessageRejected": "llmgw_wire.errors",
+    "PeerUnavailable": "llmgw_wire.errors",
+    "PermissionDenied": "llmgw_wire.errors",
+    "RegistrationTimeout": "llmgw_wire.errors",
+    "StateFileInvalid": "llmgw_wire.errors",
+    "StatusCode": "llmgw_wire.errors",
+    "StoreError": "llmgw_wire.errors",
+    "StoreOSError": "llmgw_wire.errors",
+    "StreamClosed": "llmgw_wire.errors",
+    "StreamError": "llmgw_wire.errors",
+    "Unauthenticated": "llmgw_wire.errors",
+    "UsageError": "llmgw_wire.errors",
     "LoadedShards": "llmgw_wire.store",
     "SavedShard": "llmgw_wire.store",
     "ShardStore": "llmgw_wire.store",
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which see the imports above instead: a
+    # module `__getattr__` would make every name, misspelt ones included, `Any`.
+
+    def __getattr__(name: str) -> Any:
+        home = _HOMES.get(name)
+        if home is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
 
 
 def __dir__() -> list[str]:

@@ -1,17 +1,31 @@
-"""The library's one exception hierarchy.
+"""The library's one exception tree: what a caller catches, and for what.
 
-    WireError
-    +-- EncodeError            a domain value the wire cannot carry
-    +-- DecodeError            bytes that do not make the value asked for
-    |   +-- JSONError
-    |       +-- StateFileError a shard store's file, or the store itself
-    +-- StreamError            how a call of the agent stream ended, by status code
-        +-- PeerUnavailable    UNAVAILABLE: unreachable, lost, or stopping; retry
-        +-- PermissionDenied   PERMISSION_DENIED: refused by the control plane; give up
-        +-- Unauthenticated    UNAUTHENTICATED: the TLS handshake or a certificate failed
-        +-- MessageRejected    INVALID_ARGUMENT: the peer refused a message as invalid
-        +-- RegistrationTimeout DEADLINE_EXCEEDED: no registration in time
-        +-- StreamClosed       sending on a session whose call is over
+    WireError                      every error of the library's own
+    +-- EncodeError (ValueError)   bad input: a value the wire cannot carry
+    +-- DecodeError (ValueError)   bad input: bytes that do not make the value asked for
+    |   +-- JSONError              a JSON document that does not
+    +-- StoreError                 the shard store could not save, load or delete
+    |   +-- StateFileInvalid       a file that is not a saved shard this version reads
+    |   +-- StoreOSError           the filesystem refused: a full disk, permissions, ...
+    +-- StreamError                a call of the agent stream ended with an error status (`code`)
+    |   +-- PeerUnavailable        UNAVAILABLE, the connection lost, or the call cancelled
+    |   |                          by the peer: the peer is gone; connect again, after a backoff
+    |   +-- PermissionDenied       PERMISSION_DENIED: refused by the control plane; give up
+    |   +-- Unauthenticated        UNAUTHENTICATED: the TLS handshake or a certificate failed
+    |   |                          (`reason`); a rotated certificate may fix it
+    |   +-- MessageRejected        INVALID_ARGUMENT: the peer refused a message as invalid
+    |   +-- RegistrationTimeout    DEADLINE_EXCEEDED of the control plane's registration deadline
+    +-- UsageError (RuntimeError)  a programming error: asked for what cannot be done now
+    |   +-- StreamClosed           sending on a session whose side is closed, or whose call is over
+    +-- CompatError                (`llmgw_wire.compat`) a schema the checker cannot read or find
+
+So: bad bytes are `DecodeError`, a value the wire cannot carry is
+`EncodeError`, the store's failures are `StoreError` (never a `DecodeError`: a
+full disk is not bad input), the stream's ends are `StreamError` with a
+`StatusCode`, and a programming error is a `UsageError`. Outside the tree
+are Python's own errors for an argument that is not of the kind a function
+takes (`TypeError`, `ValueError`), and an exception of the transport that
+does not mean "the peer is gone", which propagates as itself.
 
 Every error says what was expected, what was found, and where: a path into
 the value (`$.gpus[3].memory_total_mb`), the message type, or the file.
@@ -20,6 +34,9 @@ value an error shows goes through one function, `shown`, that knows secrets:
 a value that is a secret (a field the schema marks `[debug_redact = true]`)
 is shown only as what type it is, and an error keeps in its attributes a
 `Redacted` stand-in, never the value.
+
+`StateFileError`, the store's error before it had a tree of its own, is a
+deprecated alias of `StoreError`.
 """
 
 from __future__ import annotations
@@ -39,9 +56,14 @@ __all__ = [
     "Redacted",
     "RegistrationTimeout",
     "StateFileError",
+    "StateFileInvalid",
+    "StatusCode",
+    "StoreError",
+    "StoreOSError",
     "StreamClosed",
     "StreamError",
     "Unauthenticated",
+    "UsageError",
     "WireError",
     "format_path",
     "shown",
@@ -151,7 +173,7 @@ def _python(value: object) -> str:
 
 
 class WireError(Exception):
-    """Base class of every error the library raises on bad input."""
+    """Base class of the library's own errors; its branches say which kind."""
 
 
 def format_path(path: tuple[str | int, ...]) -> str:
@@ -220,13 +242,17 @@ class JSONError(DecodeError):
     """
 
 
-class StateFileError(JSONError):
-    """A shard store's file that cannot be saved, loaded or deleted, or its directory.
+class StoreError(WireError):
+    """The shard store (`llmgw_wire.store.ShardStore`) could not save, load or delete.
 
-    Raised by `llmgw_wire.store.ShardStore` for every failure: a file that is
-    not JSON, of an unknown format, mistyped, too large or not a regular
-    file; a value the wire cannot carry; a full filesystem or another
-    `OSError`, whose reason it gives.
+    Raised by the store for every failure, as itself or a subclass: a value
+    it cannot save (the wire cannot carry it, or its file would be too
+    large), its directory not a directory or not this process's, and:
+
+    * `StateFileInvalid`: a file that is not a saved shard this version
+      reads (not JSON, an unknown format, mistyped, too large, another
+      shard's, or not a regular file);
+    * `StoreOSError`: the filesystem refused (a full disk, permissions, ...).
 
     Attributes:
         file: the file (or the store's directory).
@@ -234,39 +260,97 @@ class StateFileError(JSONError):
         path: where inside the document, when known.
     """
 
+    #: Kept from when the store's errors were decode errors.
+    message_type = "SavedShard"
+
     def __init__(self, file: str, reason: str, path: tuple[str | int, ...] = ()) -> None:
         self.file = file
-        self.message_type = "SavedShard"
         self.reason = reason
         self.path = path
         where = f" - at `{format_path(path)}`" if path else ""
         # Led by the file rather than the message type: that is what an operator looks for.
-        Exception.__init__(self, f"{file}: {reason}{where}")
+        super().__init__(f"{file}: {reason}{where}")
 
-    def __reduce__(self) -> tuple[type[StateFileError], tuple[str, str, tuple[str | int, ...]]]:
+    def __reduce__(self) -> tuple[object, ...]:
         return type(self), (self.file, self.reason, self.path)
 
 
-#: The gRPC status codes, by name, as `StreamError.code` holds them.
-STATUS_CODES = (
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-)
+class StateFileInvalid(StoreError):  # noqa: N818 (says what the file is, as httpx names its)
+    """A file in the store that is not a saved shard this version reads."""
+
+
+class StoreOSError(StoreError):
+    """The filesystem refused what the store asked of it: a full disk, permissions, ...
+
+    Attributes:
+        errno: the `OSError`'s errno (`errno.ENOSPC` for a full disk), when it had one.
+    """
+
+    def __init__(
+        self,
+        file: str,
+        reason: str,
+        path: tuple[str | int, ...] = (),
+        *,
+        errno: int | None = None,
+    ) -> None:
+        super().__init__(file, reason, path)
+        self.errno = errno
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_os_error, (self.file, self.reason, self.path, self.errno)
+
+
+def _rebuild_os_error(
+    file: str, reason: str, path: tuple[str | int, ...], errno: int | None
+) -> StoreOSError:
+    return StoreOSError(file, reason, path, errno=errno)
+
+
+#: Deprecated alias of `StoreError`, the store's error before it had a tree of its own.
+StateFileError = StoreError
+
+
+class StatusCode(enum.IntEnum):
+    """The gRPC status codes, with gRPC's numbers, as `StreamError.code` holds them.
+
+    A code reads as its name (`f"{code}"` is "UNAVAILABLE") and compares as
+    its number; `grpc.StatusCode[code.name]` is grpc's own.
+    """
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+    def __str__(self) -> str:
+        return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
+
+
+def _status_code(code: StatusCode | str | int) -> StatusCode:
+    """`code` as a `StatusCode`: a member, its name, or its number."""
+    try:
+        if isinstance(code, str):
+            return StatusCode[code]
+        return StatusCode(code)
+    except (KeyError, ValueError):
+        raise ValueError(f"Expected a gRPC status code, got {code!r}") from None
 
 
 class StreamError(WireError):
@@ -277,47 +361,62 @@ class StreamError(WireError):
     `handle` raises it to end the call with `code` and `details`.
 
     Attributes:
-        code: the gRPC status code's name, e.g. "FAILED_PRECONDITION".
+        code: the gRPC status code, a `StatusCode` (`StatusCode.FAILED_PRECONDITION`).
         details: the status message, as the peer sees it.
     """
 
-    default_code = "UNKNOWN"
+    default_code = StatusCode.UNKNOWN
 
-    def __init__(self, details: str, *, code: str | None = None) -> None:
-        code = self.default_code if code is None else code
-        if code not in STATUS_CODES or code == "OK":
+    def __init__(self, details: str, *, code: StatusCode | str | int | None = None) -> None:
+        status = self.default_code if code is None else _status_code(code)
+        if status is StatusCode.OK:
             raise ValueError(f"Expected a gRPC error status code, got {code!r}")
-        self.code = code
+        self.code: StatusCode = status
         self.details = details
-        super().__init__(f"{code}: {details}" if details else code)
+        super().__init__(f"{status.name}: {details}" if details else status.name)
 
     def __reduce__(self) -> tuple[object, ...]:
         return _rebuild_stream_error, (type(self), self.details, self.code)
 
     @staticmethod
-    def for_status(code: str, details: str) -> StreamError:
-        """The most specific error for a call that ended with `code`."""
-        kind = _BY_CODE.get(code, StreamError)
-        return kind(details, code=code)
+    def for_status(
+        code: StatusCode | str | int, details: str, *, registration: bool = False
+    ) -> StreamError:
+        """The most specific error for a call that ended with `code`.
+
+        Args:
+            code: the status code (a `StatusCode`, its name or its number).
+            details: the status message.
+            registration: whether the control plane said the call ended for
+                its registration deadline; only then is DEADLINE_EXCEEDED a
+                `RegistrationTimeout`.
+        """
+        status = _status_code(code)
+        kind = _BY_CODE.get(status, StreamError)
+        if registration and status is StatusCode.DEADLINE_EXCEEDED:
+            kind = RegistrationTimeout
+        return kind(details, code=status)
 
 
-def _rebuild_stream_error(kind: type[StreamError], details: str, code: str) -> StreamError:
+def _rebuild_stream_error(kind: type[StreamError], details: str, code: StatusCode) -> StreamError:
     return kind(details, code=code)
 
 
 class PeerUnavailable(StreamError):  # noqa: N818 (named for the status, as httpx names its)
-    """The peer cannot be reached, the connection was lost, or the peer is stopping.
+    """The peer is gone: it cannot be reached, the connection was lost, or it is stopping.
 
-    What to do is the same in every case: connect again, after a backoff.
+    Raised for UNAVAILABLE, for a connection that is lost, and for a call the
+    peer cancelled (CANCELLED; `code` says which), and for nothing else. What
+    to do is the same in every case: connect again, after a backoff.
     """
 
-    default_code = "UNAVAILABLE"
+    default_code = StatusCode.UNAVAILABLE
 
 
 class PermissionDenied(StreamError):  # noqa: N818 (named for the status, as httpx names its)
     """The control plane refused this agent: a certificate or token that does not fit."""
 
-    default_code = "PERMISSION_DENIED"
+    default_code = StatusCode.PERMISSION_DENIED
 
 
 class Unauthenticated(StreamError):  # noqa: N818 (named for the status, as httpx names its)
@@ -332,9 +431,11 @@ class Unauthenticated(StreamError):  # noqa: N818 (named for the status, as http
             signed by an unknown CA").
     """
 
-    default_code = "UNAUTHENTICATED"
+    default_code = StatusCode.UNAUTHENTICATED
 
-    def __init__(self, details: str, *, code: str | None = None, reason: str = "") -> None:
+    def __init__(
+        self, details: str, *, code: StatusCode | str | int | None = None, reason: str = ""
+    ) -> None:
         super().__init__(details, code=code)
         self.reason = reason or details
         if self.reason != details:
@@ -345,32 +446,44 @@ class Unauthenticated(StreamError):  # noqa: N818 (named for the status, as http
         return _rebuild_unauthenticated, (self.details, self.code, self.reason)
 
 
-def _rebuild_unauthenticated(details: str, code: str, reason: str) -> Unauthenticated:
+def _rebuild_unauthenticated(details: str, code: StatusCode, reason: str) -> Unauthenticated:
     return Unauthenticated(details, code=code, reason=reason)
 
 
 class MessageRejected(StreamError):  # noqa: N818 (named for the status, as httpx names its)
     """The peer refused a message as invalid, and ended the call (INVALID_ARGUMENT)."""
 
-    default_code = "INVALID_ARGUMENT"
+    default_code = StatusCode.INVALID_ARGUMENT
 
 
 class RegistrationTimeout(StreamError):  # noqa: N818 (named for the status, as httpx names its)
-    """The agent did not register within the control plane's registration timeout."""
+    """The agent did not register within the control plane's registration timeout.
 
-    default_code = "DEADLINE_EXCEEDED"
+    Only the control plane's registration deadline is this error; any other
+    DEADLINE_EXCEEDED is a plain `StreamError`.
+    """
 
-
-class StreamClosed(StreamError):  # noqa: N818 (named for the status, as httpx names its)
-    """Sending on a session whose side is closed, or whose call is over."""
-
-    default_code = "CANCELLED"
+    default_code = StatusCode.DEADLINE_EXCEEDED
 
 
-_BY_CODE: dict[str, type[StreamError]] = {
-    "UNAVAILABLE": PeerUnavailable,
-    "PERMISSION_DENIED": PermissionDenied,
-    "UNAUTHENTICATED": Unauthenticated,
-    "INVALID_ARGUMENT": MessageRejected,
-    "DEADLINE_EXCEEDED": RegistrationTimeout,
+class UsageError(WireError, RuntimeError):
+    """The library was asked for something it cannot do in this state: a programming error."""
+
+
+class StreamClosed(UsageError):  # noqa: N818 (named for the state, as httpx names its)
+    """Sending on a session whose side is closed, or whose call is over.
+
+    A programming error, not a status of the call: how the call ended, the
+    session's `recv` raises.
+    """
+
+
+_BY_CODE: dict[StatusCode, type[StreamError]] = {
+    StatusCode.UNAVAILABLE: PeerUnavailable,
+    # A call that ends CANCELLED was cancelled by the peer (or a proxy
+    # between): an end of its own, not of this side's doing.
+    StatusCode.CANCELLED: PeerUnavailable,
+    StatusCode.PERMISSION_DENIED: PermissionDenied,
+    StatusCode.UNAUTHENTICATED: Unauthenticated,
+    StatusCode.INVALID_ARGUMENT: MessageRejected,
 }

@@ -42,8 +42,10 @@ network and the files hold the engine's `api_key`:
   format 1 too (the format of `llmgw_wire.state` before it, without
   `shard_id`); a newer format is refused with a clear error.
 * **One error.** Every failure, of the value, the file or the filesystem
-  (a full disk included), is a `StateFileError` that names the file and what
-  is wrong; never a bare `OSError` or `ValueError`. `load_all` reports the
+  (a full disk included), is a `StoreError` that names the file and what
+  is wrong (`StateFileInvalid` for a file's content, `StoreOSError` for
+  the filesystem's refusal); never a bare `OSError` or `ValueError`, and
+  never a `DecodeError`. `load_all` reports the
   files it could not read and still loads the others.
 
 Secrets: the files hold `api_key` (an agent needs it to restart its engine);
@@ -70,7 +72,14 @@ from attrs import frozen
 from llmgw_wire.codec import encode
 from llmgw_wire.codec.json import make_json_converter, parse_json
 from llmgw_wire.domain import Compute, ShardSpec, State
-from llmgw_wire.errors import EncodeError, JSONError, StateFileError, shown
+from llmgw_wire.errors import (
+    EncodeError,
+    JSONError,
+    StateFileInvalid,
+    StoreError,
+    StoreOSError,
+    shown,
+)
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -116,12 +125,12 @@ class LoadedShards:
 
     Attributes:
         shards: the shards read, ordered by file name.
-        errors: one `StateFileError` for each file that could not be read;
+        errors: one `StoreError` for each file that could not be read;
             the other files are loaded all the same.
     """
 
     shards: tuple[SavedShard, ...]
-    errors: tuple[StateFileError, ...]
+    errors: tuple[StoreError, ...]
 
 
 @frozen
@@ -177,7 +186,7 @@ class ShardStore:
         max_file_size: the largest file read, in bytes.
 
     Raises:
-        StateFileError: the directory cannot be created or opened, is not a
+        StoreError: the directory cannot be created or opened, is not a
             directory (a symbolic link is refused), or belongs to another user.
     """
 
@@ -227,7 +236,7 @@ class ShardStore:
             the file it is in.
 
         Raises:
-            StateFileError: a value the wire cannot carry (with the path of
+            StoreError: a value the wire cannot carry (with the path of
                 the offending attribute, `$.spec.rank`), or the file cannot be
                 written (a full filesystem included); what was saved before is
                 then left as it was.
@@ -247,7 +256,7 @@ class ShardStore:
         file = str(self.directory / name)
         problem = _unsaveable(value)
         if problem is not None:
-            raise StateFileError(
+            raise StoreError(
                 file,
                 f"not saved: expected `{problem.expected}`, got {shown(problem.got)}",
                 problem.path,
@@ -257,13 +266,13 @@ class ShardStore:
         data = (json.dumps(document, indent=2) + "\n").encode("ascii")
         if len(data) > self.max_file_size:
             reason = f"not saved: {len(data)} bytes, more than the {self.max_file_size} it reads"
-            raise StateFileError(file, reason)
+            raise StoreError(file, reason)
         return data
 
     def _write(self, name: str, data: bytes) -> None:
         file = str(self.directory / name)
         fd, temporary = self._create_temporary(name, file)
-        failure: StateFileError | None
+        failure: StoreError | None
         try:
             _write_all(fd, data)
             os.fsync(fd)
@@ -271,7 +280,7 @@ class ShardStore:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.unlink(temporary, dir_fd=self._fd)
-            failure = StateFileError(file, f"not saved: {_os_reason(exc)}")
+            failure = _os_error(file, "not saved", exc)
         else:
             failure = None
         finally:
@@ -283,8 +292,7 @@ class ShardStore:
             # The rename itself is durable only once the directory is.
             os.fsync(self._fd)
         except OSError as exc:
-            reason = f"saved, but the directory could not be synced: {_os_reason(exc)}"
-            raise StateFileError(file, reason) from None
+            raise _os_error(file, "saved, but the directory could not be synced", exc) from None
 
     def _create_temporary(self, name: str, file: str) -> tuple[int, str]:
         for _ in range(100):
@@ -294,7 +302,7 @@ class ShardStore:
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise StateFileError(file, f"not saved: {_os_reason(exc)}") from None
+                raise _os_error(file, "not saved", exc) from None
             try:
                 os.fchmod(fd, 0o600)
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -306,9 +314,9 @@ class ShardStore:
                 os.close(fd)
                 with contextlib.suppress(OSError):
                     os.unlink(temporary, dir_fd=self._fd)
-                raise StateFileError(file, f"not saved: {_os_reason(exc)}") from None
+                raise _os_error(file, "not saved", exc) from None
             os.close(fd)
-        raise StateFileError(file, "not saved: no temporary file could be made")
+        raise StoreError(file, "not saved: no temporary file could be made")
 
     # --- loading -----------------------------------------------------------------
 
@@ -316,7 +324,7 @@ class ShardStore:
         """The shard saved for `shard_id`, or None when there is none.
 
         Raises:
-            StateFileError: its file cannot be read, is not a regular file, is
+            StoreError: its file cannot be read, is not a regular file, is
                 too large, is not a saved shard of a format this version reads,
                 holds another shard's id, or holds a value the wire cannot carry.
         """
@@ -333,20 +341,20 @@ class ShardStore:
         the directory is left alone.
         """
         shards: list[SavedShard] = []
-        errors: list[StateFileError] = []
+        errors: list[StoreError] = []
         for name in self._names(_NAME):
             try:
                 shards.append(self._load(name, None))
             except FileNotFoundError:  # noqa: PERF203 - one file's failure is its own
                 continue  # deleted since it was listed
-            except StateFileError as error:
+            except StoreError as error:
                 errors.append(error)
         return LoadedShards(tuple(shards), tuple(errors))
 
     def _load(self, name: str, shard_id: str | None) -> SavedShard:
         file = str(self.directory / name)
         data = self._read(name, file)
-        failure: StateFileError | None
+        failure: StoreError | None
         try:
             document = parse_json(data, "SavedShard")
             header = _converter.structure(document, _Header)
@@ -359,7 +367,7 @@ class ShardStore:
                 new: _Format2 = _converter.structure(document, _Format2)
                 saved_id, value = new.shard_id, SavedShard(new.spec, new.state)
         except JSONError as exc:
-            failure = StateFileError(file, exc.reason, exc.path)
+            failure = StateFileInvalid(file, exc.reason, exc.path)
         else:
             failure = self._check(file, name, shard_id, saved_id, value)
             if failure is None:
@@ -368,19 +376,21 @@ class ShardStore:
 
     def _check(
         self, file: str, name: str, shard_id: str | None, saved_id: str, value: SavedShard
-    ) -> StateFileError | None:
+    ) -> StoreError | None:
         if saved_id != value.spec.shard_id:
-            return StateFileError(
+            return StateFileInvalid(
                 file, f"holds the id {shown(saved_id)} for a spec of {shown(value.spec.shard_id)}"
             )
         if file_name(saved_id) != name or (shard_id is not None and saved_id != shard_id):
             # Copied or renamed from another shard's file.
-            return StateFileError(file, f"holds the shard {shown(saved_id)}, not the one it names")
+            return StateFileInvalid(
+                file, f"holds the shard {shown(saved_id)}, not the one it names"
+            )
         error = _not_carried(value.spec)
         if error is None:
             return None
         reason = f"expected `{error.expected}`, got {shown(error.got)} (the wire cannot carry it)"
-        return StateFileError(file, reason, ("spec", *error.path))
+        return StateFileInvalid(file, reason, ("spec", *error.path))
 
     def _read(self, name: str, file: str) -> bytes:
         try:
@@ -389,16 +399,16 @@ class ShardStore:
             raise
         except OSError as exc:
             if exc.errno == errno.ELOOP:
-                raise StateFileError(
+                raise StateFileInvalid(
                     file, "is a symbolic link, which the store never follows"
                 ) from None
-            raise StateFileError(file, f"cannot be read: {_os_reason(exc)}") from None
+            raise _os_error(file, "cannot be read", exc) from None
         try:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
-                raise StateFileError(file, f"is not a regular file ({_kind(info.st_mode)})")
+                raise StateFileInvalid(file, f"is not a regular file ({_kind(info.st_mode)})")
             if info.st_size > self.max_file_size:
-                raise StateFileError(file, self._too_large(info.st_size))
+                raise StateFileInvalid(file, self._too_large(info.st_size))
             chunks, size = [], 0
             while size <= self.max_file_size:
                 chunk = os.read(fd, self.max_file_size + 1 - size)
@@ -407,10 +417,10 @@ class ShardStore:
                 chunks.append(chunk)
                 size += len(chunk)
             if size > self.max_file_size:
-                raise StateFileError(file, self._too_large(size))
+                raise StateFileInvalid(file, self._too_large(size))
             return b"".join(chunks)
         except OSError as exc:
-            raise StateFileError(file, f"cannot be read: {_os_reason(exc)}") from None
+            raise _os_error(file, "cannot be read", exc) from None
         finally:
             os.close(fd)
 
@@ -423,7 +433,7 @@ class ShardStore:
         """Remove the shard saved for `shard_id`; False when there was none.
 
         Raises:
-            StateFileError: the file cannot be removed.
+            StoreError: the file cannot be removed.
         """
         name = file_name(shard_id)
         file = str(self.directory / name)
@@ -433,16 +443,14 @@ class ShardStore:
         except FileNotFoundError:
             return False
         except OSError as exc:
-            raise StateFileError(file, f"not deleted: {_os_reason(exc)}") from None
+            raise _os_error(file, "not deleted", exc) from None
         return True
 
     def _names(self, pattern: re.Pattern[str]) -> list[str]:
         try:
             names = os.listdir(self._fd)
         except OSError as exc:
-            raise StateFileError(
-                str(self.directory), f"cannot be listed: {_os_reason(exc)}"
-            ) from None
+            raise _os_error(str(self.directory), "cannot be listed", exc) from None
         return sorted(name for name in names if pattern.fullmatch(name))
 
     def _remove_leftovers(self) -> tuple[str, ...]:
@@ -527,18 +535,18 @@ def _open_directory(directory: Path) -> int:
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             reason = "is not a directory (a symbolic link is not followed)"
-            raise StateFileError(where, reason) from None
-        raise StateFileError(where, f"cannot be opened: {_os_reason(exc)}") from None
+            raise StoreError(where, reason) from None
+        raise _os_error(where, "cannot be opened", exc) from None
     try:
         info = os.fstat(fd)
         if info.st_uid != os.geteuid():
-            raise StateFileError(where, f"belongs to user {info.st_uid}, not to this process's")
+            raise StoreError(where, f"belongs to user {info.st_uid}, not to this process's")
         if stat.S_IMODE(info.st_mode) != 0o700:
             os.fchmod(fd, 0o700)
     except OSError as exc:
         os.close(fd)
-        raise StateFileError(where, f"cannot be made owner-only: {_os_reason(exc)}") from None
-    except StateFileError:
+        raise _os_error(where, "cannot be made owner-only", exc) from None
+    except StoreError:
         os.close(fd)
         raise
     return fd
@@ -548,6 +556,10 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def _os_error(file: str, what: str, exc: OSError) -> StoreOSError:
+    return StoreOSError(file, f"{what}: {_os_reason(exc)}", errno=exc.errno)
 
 
 def _os_reason(exc: OSError) -> str:

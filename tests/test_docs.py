@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import importlib
+import inspect
 import os
 import re
 import subprocess
@@ -179,10 +180,17 @@ def test_every_example_runs_as_written(
         # A pseudo file name: since Python 3.12, inspect would read the page
         # itself as Python source when hypothesis keys its example database.
         exec(compile(block, f"<{page.relative_to(DOCS)}>", "exec"), namespace)
-    # A page's example tests are run too, as pytest would run them.
+    # A page's example tests are run too, as pytest would run them; those that
+    # take fixtures are run by a pytest of their own (tests/testing/test_plugin.py).
     for name, obj in namespace.items():
-        if name.startswith("test_") and getattr(obj, "__module__", None) == "__docs__":
+        ours = name.startswith("test_") and getattr(obj, "__module__", None) == "__docs__"
+        if ours and not _takes_fixtures(obj):
             obj()
+
+
+def _takes_fixtures(function: Any) -> bool:
+    parameters = inspect.signature(function).parameters.values()
+    return any(p.default is inspect.Parameter.empty for p in parameters)
 
 
 # --- the API reference ----------------------------------------------------------------------

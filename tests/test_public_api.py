@@ -41,7 +41,18 @@ MODELS = [
     "StopCommand",
     "Storage",
 ]
-ERRORS = ["DecodeError", "EncodeError", "JSONError", "StateFileError", "WireError"]
+ERRORS = [
+    "DecodeError",
+    "EncodeError",
+    "JSONError",
+    "StateFileError",
+    "StateFileInvalid",
+    "StatusCode",
+    "StoreError",
+    "StoreOSError",
+    "UsageError",
+    "WireError",
+]
 STORE = ["LoadedShards", "SavedShard", "ShardStore"]
 STREAM_ERRORS = [
     "MessageRejected",
@@ -72,6 +83,7 @@ SURFACE: dict[str, list[str]] = {
         *ERRORS,
         *CONVERSIONS,
         *STORE,
+        *STREAM_ERRORS,
         "__version__",
         "converter",
         "decode",
@@ -197,6 +209,15 @@ SURFACE: dict[str, list[str]] = {
         "read_descriptor_set",
         "render",
     ],
+    "llmgw_wire.testing.pytest_plugin": [
+        "LawCase",
+        "check_laws",
+        "law_cases",
+        "llmgw_wire_converter",
+        "pytest_addoption",
+        "pytest_configure",
+        "pytest_generate_tests",
+    ],
     "llmgw_wire.testing.strategies": [
         "KNOWN_STATE_NUMBERS",
         "acks",
@@ -222,6 +243,7 @@ SURFACE: dict[str, list[str]] = {
         "mutated_bytes",
         "nodes",
         "profiles",
+        "register_strategies",
         "registrations",
         "shard_commands",
         "shard_reports",

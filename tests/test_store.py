@@ -4,6 +4,7 @@ crashes (kill -9), concurrent processes, a full filesystem."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -38,7 +39,13 @@ from llmgw_wire import (
     adopted_from_register,
     start_shard_from_command,
 )
-from llmgw_wire.errors import DecodeError, JSONError, StateFileError
+from llmgw_wire.errors import (
+    DecodeError,
+    StateFileError,
+    StateFileInvalid,
+    StoreError,
+    StoreOSError,
+)
 from llmgw_wire.store import DEFAULT_MAX_FILE_SIZE, FORMAT, READS, file_name
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.sample import sample_command
@@ -78,7 +85,7 @@ def write_document(store: ShardStore, document: object, shard_id: str = ID) -> N
 
 
 def refusal(store: ShardStore, shard_id: str = ID) -> str:
-    with pytest.raises(StateFileError) as caught:
+    with pytest.raises(StoreError) as caught:
         store.load(shard_id)
     return str(caught.value)
 
@@ -198,7 +205,7 @@ def test_a_directory_of_another_user_is_refused(directory: Path) -> None:
         pytest.skip("needs root to give a directory to another user")
     directory.mkdir(mode=0o700)
     os.chown(directory, 4242, 4242)
-    with pytest.raises(StateFileError) as caught:
+    with pytest.raises(StoreError) as caught:
         ShardStore(directory)
     assert str(caught.value) == f"{directory}: belongs to user 4242, not to this process's"
 
@@ -211,7 +218,7 @@ def test_a_directory_that_is_not_one_is_refused(tmp_path: Path, kind: str) -> No
     else:
         (tmp_path / "elsewhere").mkdir()
         path.symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(StateFileError) as caught:
+    with pytest.raises(StoreError) as caught:
         ShardStore(path)
     assert caught.value.file == str(path)
     assert "not a directory" in caught.value.reason
@@ -286,7 +293,7 @@ def test_a_value_the_wire_cannot_carry_is_refused_and_nothing_written(
     store: ShardStore, directory: Path, value: SavedShard, message: str
 ) -> None:
     store.save(SAVED)
-    with pytest.raises(StateFileError) as caught:
+    with pytest.raises(StoreError) as caught:
         store.save(value)
     assert str(caught.value) == f"{store.path_for(ID)}: {message}"
     assert store.load(ID) == SAVED
@@ -294,7 +301,7 @@ def test_a_value_the_wire_cannot_carry_is_refused_and_nothing_written(
 
 
 def test_an_empty_shard_id_is_refused(store: ShardStore) -> None:
-    with pytest.raises(StateFileError, match="expected `a non-empty shard id`"):
+    with pytest.raises(StoreError, match="expected `a non-empty shard id`"):
         store.save(SavedShard(attrs.evolve(SPEC, shard_id=""), State.READY))
 
 
@@ -401,7 +408,7 @@ def test_hostile_shard_ids_neither_escape_nor_collide(tmp_path: Path) -> None:
 
 def test_a_lone_surrogate_in_an_id_has_a_name_but_is_not_saved(store: ShardStore) -> None:
     assert file_name("s\udcff").startswith("shard-s_.")
-    with pytest.raises(StateFileError, match="valid UTF-8"):
+    with pytest.raises(StoreError, match="valid UTF-8"):
         store.save(SavedShard(attrs.evolve(SPEC, shard_id="s\udcff"), State.READY))
     assert store.load("s\udcff") is None
 
@@ -461,7 +468,7 @@ def test_a_file_over_the_bound_is_refused_before_it_is_read(directory: Path) -> 
 
 def test_a_value_over_the_bound_is_not_saved(directory: Path) -> None:
     with ShardStore(directory, max_file_size=1024) as store:
-        with pytest.raises(StateFileError, match=r"not saved: \d+ bytes, more than the 1024"):
+        with pytest.raises(StoreError, match=r"not saved: \d+ bytes, more than the 1024"):
             store.save(SAVED)
         assert os.listdir(directory) == []
 
@@ -632,7 +639,7 @@ def test_a_mistyped_file_is_refused_with_the_place(
 
 def test_state_file_errors_say_where_and_pickle(store: ShardStore) -> None:
     store.path_for(ID).write_text('{"format": 2, "shard_id": "s", "spec": {"rank": "a"}}')
-    with pytest.raises(StateFileError) as caught:
+    with pytest.raises(StoreError) as caught:
         store.load(ID)
     error = caught.value
     assert (error.file, error.reason, error.path) == (
@@ -640,10 +647,11 @@ def test_state_file_errors_say_where_and_pickle(store: ShardStore) -> None:
         'expected `integer`, got "a"',
         ("spec", "rank"),
     )
-    assert isinstance(error, JSONError)
-    assert isinstance(error, DecodeError)
+    assert isinstance(error, StateFileInvalid)
+    # A store's failure is not bad bytes handed to the codec.
+    assert not isinstance(error, DecodeError)
     again = pickle.loads(pickle.dumps(error))
-    assert type(again) is StateFileError
+    assert type(again) is StateFileInvalid
     assert str(again) == str(error)
 
 
@@ -776,10 +784,13 @@ def test_a_full_filesystem_refuses_the_save_and_keeps_the_old_state(
         large = SavedShard(
             attrs.evolve(SPEC, hcas=tuple(f"mlx5_{i}" for i in range(2000))), State.DRAINING
         )
-        with pytest.raises(StateFileError) as caught:
+        with pytest.raises(StoreOSError) as caught:
             store.save(large)
         assert caught.value.file == str(store.path_for(ID))
         assert caught.value.reason == "not saved: No space left on device (ENOSPC)"
+        assert caught.value.errno == errno.ENOSPC
+        assert not isinstance(caught.value, DecodeError)
+        assert pickle.loads(pickle.dumps(caught.value)).errno == errno.ENOSPC
         assert store.load(ID) == SAVED
         assert temporaries(directory) == []
         (small_filesystem / "filler").unlink()
@@ -791,7 +802,7 @@ _FSIZE = """
 import resource, signal, sys
 sys.path.insert(0, sys.argv[2])
 import attrs
-from llmgw_wire import SavedShard, ShardStore, State, StateFileError
+from llmgw_wire import SavedShard, ShardStore, State, StoreError
 from store_roles import SHARED
 store = ShardStore(sys.argv[1])
 store.save(SavedShard(SHARED, State.READY))
@@ -800,7 +811,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 large = attrs.evolve(SHARED, hcas=tuple(f"mlx5_{i}" for i in range(2000)))
 try:
     store.save(SavedShard(large, State.DRAINING))
-except StateFileError as error:
+except StoreError as error:
     print(error.reason)
 assert store.load(SHARED.shard_id) == SavedShard(SHARED, State.READY)
 """
@@ -861,3 +872,7 @@ def test_the_guides_agent_code_persists_reports_and_adopts_old_files(
     assert taken.spec.compute == compute
     assert json.loads(store.path_for(ID).read_text())["format"] == 2
     store.close()
+
+
+def test_state_file_error_is_the_deprecated_name_of_store_error() -> None:
+    assert StateFileError is StoreError

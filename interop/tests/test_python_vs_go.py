@@ -107,7 +107,7 @@ def test_a_go_status_before_stop_reaches_a_python_agent() -> None:
             cp.stop()
         outcome = (
             [type(v).__name__ for v in got],
-            None if end is None else (end.code, end.details),
+            None if end is None else (end.code.name, end.details),
         )
         if outcome != (["Ack"], ("FAILED_PRECONDITION", CORDONED)):
             failures.append(f"run {run}: {outcome}\n{cp.describe()}")

@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# A command's missing dependency -> the extra that installs it.
+_EXTRAS: dict[str, str] = {"hypothesis": "testing"}
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llmgw-wire", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -55,7 +59,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     name, rest = args[0], args[1:]
     module_name, help_line = COMMANDS[name]
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        extra = _EXTRAS.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        # One line, for --help too: what to install, not a traceback.
+        print(
+            f"llmgw-wire {name}: needs {exc.name}, which is not installed: "
+            f"pip install 'llmgw-wire[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
     parser = argparse.ArgumentParser(prog=f"llmgw-wire {name}", description=help_line)
     module.add_arguments(parser)
     try:

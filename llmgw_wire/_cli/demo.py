@@ -28,10 +28,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-# C-core's own log lines are noise here (the children say what went wrong),
-# and it reads this once, when grpc is first imported.
-os.environ.setdefault("GRPC_VERBOSITY", "NONE")
-
 from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.conversions import adopted_from_register, running_shard_from_spec
 from llmgw_wire.domain import (
@@ -97,6 +93,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo; 0 when the whole exchange went through and both processes exited cleanly."""
+    # The command is the application, so this is its choice, not the
+    # library's: C-core's own log lines are noise here (the children say what
+    # went wrong). The spawned children read it when they first import grpc.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     return run_demo(port=args.port, timeout=args.timeout)
 
 

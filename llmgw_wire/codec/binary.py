@@ -208,15 +208,3 @@ def _upb_decoders() -> dict[type, tuple[str, Callable[[Any], Any]]]:
     """By domain model with a wire message of its own: its name and the upb structure function."""
     structure = compiled_upb().structure
     return {p.domain: (p.wire, structure[p.domain]) for p in PAIRS_WITH_MESSAGE}
-
-
-def _strict_from_string(cls: type[T], data: bytes) -> T:
-    return decode(data, cls)
-
-
-# grpclib's default codec reads every message with `FromString`, which is
-# betterproto2's parser: quadratic in unknown fields, and lenient with
-# malformed bytes. Pointed at `decode`, the classes parse through upb, within
-# its limits, wherever grpclib (or a service) reads them so.
-for _wire in betterproto2_classes().values():
-    _wire.FromString = classmethod(_strict_from_string)  # type: ignore[attr-defined]

@@ -24,11 +24,15 @@ re-exported here), never grpc's:
 
 * `EncodeError` from `send`: a value the wire cannot carry (nothing is sent);
 * `StreamError` from `recv`, when the call ended with an error status, with
-  `code` and `details`; its subclasses `PeerUnavailable` (unreachable, lost,
-  or the control plane stopping: connect again), `PermissionDenied`,
+  `code` (a `StatusCode`) and `details`; its subclasses `PeerUnavailable`
+  (the peer is gone: unreachable, the connection lost, the call cancelled by
+  the peer, or the control plane stopping: connect again), `PermissionDenied`,
   `Unauthenticated` (a failed TLS handshake, with its `reason`),
-  `MessageRejected` (INVALID_ARGUMENT), `RegistrationTimeout`, and
-  `StreamClosed` from `send` on a session whose call is over;
+  `MessageRejected` (INVALID_ARGUMENT) and `RegistrationTimeout` (the control
+  plane's registration deadline only);
+* `StreamClosed` from `send` on a session whose side is closed or whose call
+  is over: a programming error (`UsageError`, a `RuntimeError`), not a
+  `StreamError`;
 * `DecodeError`, only with `on_bad_message="end"`; by default a message that
   does not decode is logged in one line and skipped.
 
@@ -45,19 +49,17 @@ An agent, in full::
         async for command in session:  # ShardCommand, StopCommand or Ack
             ...
 
-grpclib stays usable beside it: `llmgw_wire.stream.grpclib_codec.WireCodec`
-serves betterproto2's generated grpclib service, and its peers talk to these
-ends both ways.
+grpc's C core logs to stderr by itself; how much is the application's
+choice, made before grpc is first imported: `GRPC_VERBOSITY` (`ERROR`,
+`NONE`, ...) and `GRPC_TRACE` in the environment. The library sets neither
+(`docs/guides/stream.md` shows how).
+
+grpclib stays usable beside it, with the `grpclib` extra:
+`llmgw_wire.stream.grpclib_codec.WireCodec` reads through the library's codec,
+and grpclib peers talk to these ends both ways.
 """
 
 from __future__ import annotations
-
-import os
-
-# grpc's C core logs to stderr unless told otherwise (a service logs through
-# Python), and reads this as grpc is first imported: before any module here
-# imports it.
-os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 from llmgw_wire.errors import (
     MessageRejected,

@@ -23,13 +23,19 @@ from llmgw_wire.conversions import (
 from llmgw_wire.domain import Registration
 from llmgw_wire.errors import (
     DecodeError,
+    StatusCode,
     StreamClosed,
     StreamError,
     Unauthenticated,
 )
 from llmgw_wire.stream._aio import CallOver, send_message
 from llmgw_wire.stream._metrics import metrics_for
-from llmgw_wire.stream._server import CONNECT_ROUTE, Keepalive, compression_of
+from llmgw_wire.stream._server import (
+    CONNECT_ROUTE,
+    REGISTRATION_DEADLINE,
+    Keepalive,
+    compression_of,
+)
 from llmgw_wire.stream._session import AgentSession, BadMessagePolicy
 from llmgw_wire.stream._targets import Targets, moves_on, reason_of
 from llmgw_wire.stream._tls import status_error
@@ -57,20 +63,32 @@ class _ClientCall:
         self._call = call
         self._tls = tls
 
-    def _error(self, code: grpc.StatusCode, details: str | None) -> StreamError:
-        return status_error(code.name, details or "", tls=self._tls)
+    def _error(
+        self,
+        code: grpc.StatusCode,
+        details: str | None,
+        trailers: Iterable[tuple[str, object]] | None,
+    ) -> StreamError:
+        """The library's error for a call that ended with `code`.
+
+        DEADLINE_EXCEEDED is a `RegistrationTimeout` only when the control
+        plane said, in the trailers, that its registration deadline passed.
+        """
+        registration = (REGISTRATION_DEADLINE, "1") in tuple(trailers or ())
+        return status_error(code.name, details or "", tls=self._tls, registration=registration)
 
     async def _status(self) -> StreamError | None:
         code = await self._call.code()
         if code == grpc.StatusCode.OK:
             return None
-        return self._error(code, await self._call.details())
+        trailers = await self._call.trailing_metadata()
+        return self._error(code, await self._call.details(), trailers)
 
     async def read(self) -> bytes | None:
         try:
             data = await self._call.read()
         except grpc.aio.AioRpcError as exc:
-            raise self._error(exc.code(), exc.details()) from None
+            raise self._error(exc.code(), exc.details(), exc.trailing_metadata()) from None
         if data is grpc.aio.EOF:
             error = await self._status()
             if error is not None:
@@ -82,7 +100,7 @@ class _ClientCall:
         try:
             await send_message(self._call, data)
         except grpc.aio.AioRpcError as exc:
-            raise self._error(exc.code(), exc.details()) from None
+            raise self._error(exc.code(), exc.details(), exc.trailing_metadata()) from None
         except CallOver:
             # Whatever the interleaving, the status the control plane sent.
             error = await self._status()
@@ -96,7 +114,7 @@ class _ClientCall:
         try:
             await self._call.done_writing()
         except grpc.aio.AioRpcError as exc:
-            raise self._error(exc.code(), exc.details()) from None
+            raise self._error(exc.code(), exc.details(), exc.trailing_metadata()) from None
         except asyncio.InvalidStateError:
             raise StreamClosed("the call is over") from None
 
@@ -231,7 +249,7 @@ class Backoff:
 #: The codes of a refusal `keep_connected` gives up on: connecting again with
 #: the same credentials would be refused again. A failed handshake
 #: (UNAUTHENTICATED) is not among them: a rotated certificate may fix it.
-REFUSED_FOR_GOOD: Final = frozenset({"PERMISSION_DENIED"})
+REFUSED_FOR_GOOD: Final = frozenset({StatusCode.PERMISSION_DENIED})
 
 
 def _gives_up(error: StreamError, answered: bool) -> bool:
@@ -239,7 +257,7 @@ def _gives_up(error: StreamError, answered: bool) -> bool:
     if error.code in REFUSED_FOR_GOOD:
         return True
     # The registration itself refused as invalid: the same one would be again.
-    return error.code == "INVALID_ARGUMENT" and not answered
+    return error.code is StatusCode.INVALID_ARGUMENT and not answered
 
 
 async def _unless_stopped(stopped: asyncio.Event, work: Awaitable[T]) -> tuple[bool, T | None]:
@@ -364,6 +382,9 @@ async def keep_connected(
             logger.warning("the stream to %s ended: %s", address, exc)
         except DecodeError as exc:
             logger.warning("the stream to %s ended for a bad message: %s", address, exc)
+        except StreamClosed as exc:
+            # The registration met a call the control plane had just ended.
+            logger.warning("the stream to %s ended: %s", address, exc)
         if stopped.is_set():
             break
         metrics.reconnect(reason_of(ended))

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CONNECT_ROUTE", "ControlPlane", "Keepalive", "Server", "start_server"]
 
+#: The trailer with which a call ends for the registration deadline (see `_set_status`).
+REGISTRATION_DEADLINE: Final = "llmgw-registration-deadline"
+
 logger = logging.getLogger("llmgw_wire.stream")
 
 _SERVICE: Final = "llmgw.v1.AgentService"
@@ -401,8 +404,11 @@ class Server:
 def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError | None) -> None:
     if error is None:
         return
-    context.set_code(grpc.StatusCode[error.code])
+    context.set_code(grpc.StatusCode[error.code.name])
     context.set_details(error.details)
+    if isinstance(error, RegistrationTimeout):
+        # So that the agent tells this deadline from any other DEADLINE_EXCEEDED.
+        context.set_trailing_metadata(((REGISTRATION_DEADLINE, "1"),))
 
 
 # How long the end of an agent's messages must stay unexplained by a
@@ -438,10 +444,15 @@ class _ServerCall:
     async def write(self, data: bytes) -> None:
         try:
             await self._context.write(data)
-        except asyncio.CancelledError:
+        except grpc.aio.BaseError as exc:
+            # Only what says the agent is gone: its call cancelled or its
+            # connection lost (C-core's batch failed), or the call ended
+            # UNAVAILABLE (the control plane stopping). Anything else is not
+            # the peer's doing and propagates as itself.
+            gone = self._context.cancelled() or isinstance(exc, grpc.aio.InternalError)
+            if gone or self._context.code() == grpc.StatusCode.UNAVAILABLE:
+                raise PeerUnavailable(f"the call is over: {type(exc).__name__}") from exc
             raise
-        except Exception as exc:
-            raise PeerUnavailable(f"the call is over: {type(exc).__name__}") from exc
 
 
 def server_options(

@@ -32,7 +32,7 @@ from llmgw_wire.domain import (
     State,
     StopCommand,
 )
-from llmgw_wire.errors import DecodeError, StreamClosed, StreamError
+from llmgw_wire.errors import DecodeError, StatusCode, StreamClosed, StreamError
 from llmgw_wire.stream._logs import EscapingFilter, Throttle
 from llmgw_wire.stream._metrics import NO_METRICS, StreamMetrics, refusal_of
 
@@ -568,7 +568,8 @@ class ControlSession(_Session[FromControl, FromAgent]):
     async def _accept(self, value: FromAgent) -> FromAgent | None:
         refusal = self._refusal(value)
         if refusal is not None:
-            self._refuse(refusal, "identity" if refusal.code == "PERMISSION_DENIED" else "protocol")
+            reason = "identity" if refusal.code is StatusCode.PERMISSION_DENIED else "protocol"
+            self._refuse(refusal, reason)
             return None
         if isinstance(value, Registration):
             self.node_id = value.node.id

@@ -116,5 +116,5 @@ def reason_of(error: BaseException | None) -> str:
     if isinstance(error, PeerUnavailable):
         return "stopping" if error.details == STOPPING else "unavailable"
     if isinstance(error, StreamError):
-        return error.code.lower()
+        return error.code.name.lower()
     return "error"

@@ -248,7 +248,7 @@ def _handshake_failure(details: str) -> str | None:
     return None
 
 
-def status_error(code: str, details: str, *, tls: bool) -> StreamError:
+def status_error(code: str, details: str, *, tls: bool, registration: bool = False) -> StreamError:
     """The agent's error for a call that ended with `code`; `Unauthenticated` for a handshake.
 
     grpc reports a failed handshake as UNAVAILABLE, which would read as
@@ -258,4 +258,4 @@ def status_error(code: str, details: str, *, tls: bool) -> StreamError:
         reason = _handshake_failure(details)
         if reason is not None:
             return Unauthenticated(details, reason=reason)
-    return StreamError.for_status(code, details)
+    return StreamError.for_status(code, details, registration=registration)

@@ -3,7 +3,10 @@
 Services that depend on the library run the same checks on their own code:
 
 * `llmgw_wire.testing.strategies`: hypothesis strategies for every domain
-  model (needs the `testing` extra);
+  model, registered with hypothesis for `st.from_type` when imported (needs
+  the `testing` extra);
+* `llmgw_wire.testing.pytest_plugin`: the laws in the project's own pytest
+  (loaded by pytest by itself; needs the `testing` extra);
 * `llmgw_wire.testing.laws`: the round-trip laws, as data, to run under any
   test runner (needs the `testing` extra);
 * `llmgw_wire.testing.fuzz`: every law for a while, with fresh seeds (the

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
+import sys
 import time
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -199,6 +201,11 @@ def fuzz(
 def load_converter(ref: str) -> cattrs.Converter:
     """The cattrs converter at `MODULE:ATTRIBUTE`, or returned by the function there.
 
+    A module that is not found on `sys.path` is looked for in the current
+    directory too, as `python -m` would (the directory is then put first on
+    `sys.path`), so that `--converter my_service.wire:converter` works from
+    the project's root without setting `PYTHONPATH`.
+
     Raises:
         ValueError: `ref` is not of that form.
         TypeError: what is there is not a converter.
@@ -207,9 +214,22 @@ def load_converter(ref: str) -> cattrs.Converter:
     module_name, _, attr = ref.partition(":")
     if not module_name or not attr:
         raise ValueError(f"--converter takes MODULE:ATTRIBUTE, got {ref!r}")
-    found = getattr(importlib.import_module(module_name), attr)
+    found = getattr(_import_here(module_name), attr)
     if not isinstance(found, cattrs.Converter) and callable(found):
         found = found()
     if not isinstance(found, cattrs.Converter):
         raise TypeError(f"{ref} is a {type(found).__name__}, not a cattrs converter")
     return found
+
+
+def _import_here(module_name: str) -> Any:
+    """`module_name`, imported from `sys.path` or else from the current directory."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        top = module_name.partition(".")[0]
+        if exc.name != top or here in sys.path or "" in sys.path:
+            raise
+        sys.path.insert(0, here)
+        return importlib.import_module(module_name)

@@ -2,10 +2,11 @@
 
 Each `Law` says which domain models it holds for, how to draw its input (a
 hypothesis strategy from `llmgw_wire.testing.strategies`) and how to check one input,
-raising `AssertionError` when the law is broken. `tests/test_laws.py` runs
-every law for every model under pytest; `llmgw-wire fuzz` runs the same laws
-outside it, long, for CI. Both take the converter to check, so that a
-service can fuzz its own copy with extra hooks (`make_converter()`).
+raising `AssertionError` when the law is broken. In a project's own pytest,
+the plugin `llmgw_wire.testing.pytest_plugin` runs every law for every model
+(the fixture `llmgw_wire_law`); `llmgw-wire fuzz` runs the same laws outside
+pytest, long, for CI. Both take the converter to check, so that a service
+can fuzz its own copy with extra hooks (`make_converter()`).
 
 The laws, for every domain value `d` the strategies build and every wire
 message `w` with known states:

@@ -71,7 +71,16 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
-from llmgw_wire.mapping import ENVELOPES, STATE_MODELS, STATE_NUMBERS, Envelope, pair_for
+from llmgw_wire.errors import Redacted
+from llmgw_wire.mapping import (
+    ENVELOPES,
+    PAIRS,
+    STATE_MODELS,
+    STATE_NUMBERS,
+    Envelope,
+    is_secret,
+    pair_for,
+)
 from llmgw_wire.mapping.rules import (
     EPOCH,
     INT_RANGES,
@@ -114,6 +123,7 @@ __all__ = [
     "mutated_bytes",
     "nodes",
     "profiles",
+    "register_strategies",
     "registrations",
     "shard_commands",
     "shard_reports",
@@ -289,7 +299,34 @@ def _build(cls: type[T], **overrides: SearchStrategy[Any]) -> SearchStrategy[T]:
         else:
             by_rule = _by_rule(rules.get(field.name))
             fields[field.name] = by_rule if by_rule is not None else _by_annotation(field.type)
+            if is_secret(cls, field.name):
+                fields[field.name] = _secret_texts(fields[field.name])
     return st.builds(cls, **fields)
+
+
+@st.composite
+def _secret_texts(draw: st.DrawFn, texts: SearchStrategy[str]) -> str:
+    """Strings from `texts`, for a secret: hypothesis's failure report never shows one.
+
+    That report ("Falsifying example", "Failing test case") prints how a value
+    was built, argument by argument, with its own printer rather than the
+    model's repr. Each secret drawn is registered with that printer as
+    `<secret str, not shown>`; the value stays a plain `str`.
+    """
+    text = draw(texts)
+    try:
+        from hypothesis.control import current_build_context
+        from hypothesis.vendor.pretty import IDKey
+
+        printers = current_build_context().known_object_printers
+    except (ImportError, AttributeError):  # a hypothesis without the printer's registry
+        return text
+    printers[IDKey(text)].append(_print_secret)
+    return text
+
+
+def _print_secret(value: object, printer: Any, cycle: bool) -> None:
+    printer.text(repr(Redacted("str")))
 
 
 def _by_rule(rule: Rule | None) -> SearchStrategy[Any] | None:
@@ -1078,3 +1115,52 @@ def mutated_bytes(cls: type[Any], *, max_mutations: int = 3) -> SearchStrategy[b
     """
     wire_class(cls)  # a TypeError now rather than at draw time
     return _mutated(domain_values(cls).map(encode), max_mutations)
+
+
+# --- registered with hypothesis ----------------------------------------------------
+
+
+def _models_by_wire_class() -> dict[type, type]:
+    """By `llmgw_wire.v1` class: the domain model whose values its messages carry whole.
+
+    A message some models share (`GPU` with its parts, `Register` with
+    `Node`, `StartShard` with `ShardSpec`) comes last in the mapping's pairs
+    with the model that holds all of it.
+    """
+    classes = betterproto2_classes()
+    return {classes[pair.wire]: pair.domain for pair in PAIRS}
+
+
+def register_strategies() -> None:
+    """Make these strategies hypothesis's own for the library's types, for `st.from_type`.
+
+    After it, `st.from_type(T)` (and `st.builds` of a class with `T`
+    attributes, and `@given(x=...)` inferred from annotations) draws
+    `domain_values(T)` for every domain model `T`, `states()` for `State`,
+    `wire_messages(T)` for the `llmgw_wire.v1` class of `T`, and
+    `agent_messages()` / `control_messages()` for the envelopes: only values
+    that cross the wire. Importing this module runs it (the pytest plugin
+    of `llmgw_wire.testing.pytest_plugin` imports it); running it again
+    changes nothing.
+
+    Example::
+
+        from hypothesis import strategies as st
+        import llmgw_wire as wire
+
+        @given(st.from_type(wire.Compute))
+        def test_computes_cross_the_wire(compute):
+            assert wire.decode(wire.encode(compute), wire.Compute) == compute
+    """
+    from llmgw_wire.v1 import AgentMessage, ControlMessage
+
+    for model in _BY_TYPE:
+        st.register_type_strategy(model, domain_values(model))
+    st.register_type_strategy(State, states())
+    for wire, model in _models_by_wire_class().items():
+        st.register_type_strategy(wire, wire_messages(model))
+    st.register_type_strategy(AgentMessage, agent_messages())
+    st.register_type_strategy(ControlMessage, control_messages())
+
+
+register_strategies()

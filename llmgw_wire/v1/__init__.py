@@ -11,11 +11,10 @@ marks `[debug_redact = true]` is made to hide it (`llmgw_wire.v1.redaction`):
 `StartShard(shard_id='s0', api_key=<secret str, not shown>)`. Serialisations
 asked for on purpose (`bytes(message)`, `to_dict`, `to_json`) carry the value.
 
-Once `llmgw_wire.codec` is imported (as `encode`, `decode`, the converter and
-the stream import it), `FromString`, which grpclib's default codec reads
-every message with, parses through the library's strict path instead of
-betterproto2's parser, which is quadratic in unknown fields. `parse` is
-betterproto2's own.
+`FromString` and `parse` are betterproto2's own parser, lenient and quadratic
+in unknown fields: bytes from a peer go through `llmgw_wire.decode(data,
+v1.X)` (upb, within its limits), and a grpclib service takes
+`llmgw_wire.stream.grpclib_codec.WireCodec`, which does.
 """
 
 from llmgw_wire._gen.llmgw.v1 import *  # noqa: F403

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 pytestmark = [pytest.mark.subprocess, pytest.mark.timeout(60)]
 
 DEMO = [sys.executable, "-m", "llmgw_wire._cli", "demo"]
-# As a fresh shell runs it: importing the stream in this process (another
-# test) sets GRPC_VERBOSITY, which the demo's children would inherit.
+# As a fresh shell runs it: without a GRPC_VERBOSITY of this process's
+# environment, which the demo's children would inherit.
 DEMO_ENV = {key: value for key, value in os.environ.items() if key != "GRPC_VERBOSITY"}
 SECRET = "sk-llmgw-demo-0000"
 

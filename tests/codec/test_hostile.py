@@ -353,8 +353,7 @@ _SHAPES = {
 def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
     """betterproto2's parser took minutes on this; nothing parses the bytes but upb now.
 
-    grpclib's default codec included: it reads messages with `FromString`,
-    which the codec points at `decode`. In a process of its own, with a
+    grpclib's `WireCodec` included. In a process of its own, with a
     generous timeout: CPU time, then the peak of Python's allocations
     (tracemalloc, which slows them) per input byte, besides the objects of
     the elements (bounded by the element budget).
@@ -366,9 +365,9 @@ def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
         "import llmgw_wire as w\n"
         "from llmgw_wire import v1\n"
         f"data = {_SHAPES[shape]}\n"
-        "from grpclib.encoding.proto import ProtoCodec\n"
+        "from llmgw_wire.stream.grpclib_codec import WireCodec\n"
         "paths = [(w.Registration, w.decode), (v1.Register, w.decode),\n"
-        "         (v1.Register, lambda d, t: ProtoCodec().decode(d, t))]\n"
+        "         (v1.Register, WireCodec().decode)]\n"
         "for into, read in paths:\n"
         "    read(b'', into)\n"
         "    start = time.process_time()\n"
@@ -1048,13 +1047,21 @@ def test_the_varint_walk_is_bounded_and_refuses_what_it_could_not_tell() -> None
     )
 
 
-def test_grpclib_s_default_codec_reads_through_the_strict_decoder() -> None:
-    """betterproto2's parser truncates a string whose length runs past the end; `decode` refuses."""
+def test_grpclib_s_wire_codec_reads_through_the_strict_decoder() -> None:
+    """betterproto2's parser truncates a string whose length runs past the end; `decode` refuses.
+
+    `WireCodec` is the strict grpclib codec; the wire classes' own `FromString`
+    and `parse`, which grpclib's default codec calls, stay betterproto2's.
+    """
     from grpclib.encoding.proto import ProtoCodec
 
+    from llmgw_wire.stream.grpclib_codec import WireCodec
+
     data = encode(sample_registration())
-    assert ProtoCodec().decode(data, v1.Register) == decode(data, v1.Register)
+    assert WireCodec().decode(data, v1.Register) == decode(data, v1.Register)
     with pytest.raises(DecodeError, match=r"claims 5 bytes, 2 left - at `\$\.node_id`"):
-        ProtoCodec().decode(b"\x0a\x05ab", v1.Register)
-    # betterproto2's own parser is still there, under its own name.
+        WireCodec().decode(b"\x0a\x05ab", v1.Register)
+    lenient = ProtoCodec().decode(b"\x0a\x05ab", v1.Register)
+    assert isinstance(lenient, v1.Register)
+    assert lenient.node_id == "ab"
     assert v1.Register.parse(b"\x0a\x05ab").node_id == "ab"

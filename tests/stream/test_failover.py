@@ -209,7 +209,7 @@ async def register_and_read(port: str) -> tuple[list[str], tuple[str, str] | Non
             async for value in session:
                 got.append(type(value).__name__)  # noqa: PERF401 (kept as it comes, up to an error)
         except StreamError as exc:
-            return got, (exc.code, exc.details)
+            return got, (exc.code.name, exc.details)
     return got, None
 
 

@@ -105,7 +105,7 @@ def test_compressed_input_can_be_refused_altogether() -> None:
         async with serving(plane, limits=limits) as server:
             with pytest.raises(StreamError) as error:
                 await register_and_read(target(server), compression="gzip")
-            assert error.value.code == "UNIMPLEMENTED"
+            assert error.value.code.name == "UNIMPLEMENTED"
         assert plane.values == []
 
     run(main)

@@ -63,7 +63,7 @@ def test_with_node_identity_no_value_reaches_handle_unless_the_certificate_vouch
         finally:
             await server.stop(grace=None)
         assert end is not None
-        assert end.code == code
+        assert end.code.name == code
         assert all(isinstance(value, Registration) for value in plane.handed), plane.handed
 
     run(main)

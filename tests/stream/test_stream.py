@@ -32,7 +32,7 @@ from llmgw_wire import (
     StopCommand,
 )
 from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
-from llmgw_wire.errors import DecodeError
+from llmgw_wire.errors import DecodeError, StatusCode, UsageError
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
     AgentSession,
@@ -256,7 +256,7 @@ def test_a_status_from_the_control_plane_reaches_the_agent_after_what_it_sent() 
             with pytest.raises(StreamError) as error:
                 await session.recv(timeout=WAIT)
             assert (error.value.code, error.value.details) == (
-                "FAILED_PRECONDITION",
+                StatusCode.FAILED_PRECONDITION,
                 "node is cordoned",
             )
             with pytest.raises(StreamError):  # and again: the end does not change
@@ -276,7 +276,7 @@ def test_a_handler_that_fails_ends_the_call_with_internal_and_no_internals() -> 
             with pytest.raises(StreamError) as error:
                 await session.recv(timeout=WAIT)
             assert (error.value.code, error.value.details) == (
-                "INTERNAL",
+                StatusCode.INTERNAL,
                 "the control plane failed to serve",
             )
 
@@ -524,13 +524,13 @@ def test_a_message_over_the_limit_is_refused_with_resource_exhausted() -> None:
                 await session.send(big)
                 with pytest.raises(StreamError) as error:
                     await session.recv(timeout=WAIT)
-                assert error.value.code == "RESOURCE_EXHAUSTED"
+                assert error.value.code is StatusCode.RESOURCE_EXHAUSTED
             # The agent's own limit holds too: nothing over it goes out, and
             # the stream goes on.
             async with connect(target(server), max_message_size=limit) as session:
                 with pytest.raises(StreamError, match="is over the limit") as error:
                     await session.send(big)
-                assert error.value.code == "RESOURCE_EXHAUSTED"
+                assert error.value.code is StatusCode.RESOURCE_EXHAUSTED
                 await session.send(sample_registration())
                 await session.close()
                 assert await session.recv(timeout=WAIT) is None
@@ -788,9 +788,25 @@ def test_errors_are_one_family() -> None:
     assert StreamError.for_status("UNAVAILABLE", "x").__class__ is PeerUnavailable
     assert StreamError.for_status("UNAUTHENTICATED", "x").__class__ is Unauthenticated
     assert StreamError.for_status("ABORTED", "x").__class__ is StreamError
+    cancelled = StreamError.for_status("CANCELLED", "x")
+    assert (type(cancelled), cancelled.code) == (PeerUnavailable, StatusCode.CANCELLED)
+    # Only the control plane's registration deadline is a RegistrationTimeout.
+    assert StreamError.for_status("DEADLINE_EXCEEDED", "x").__class__ is StreamError
+    timeout = StreamError.for_status(StatusCode.DEADLINE_EXCEEDED, "x", registration=True)
+    assert timeout.__class__ is RegistrationTimeout
+    assert StreamError("x", code=14).code is StatusCode.UNAVAILABLE
+    assert PeerUnavailable("x").code is StatusCode.UNAVAILABLE
+    assert (f"{StatusCode.UNAVAILABLE}", str(StatusCode.ABORTED)) == ("UNAVAILABLE", "ABORTED")
+    assert str(PeerUnavailable("gone")) == "UNAVAILABLE: gone"
     with pytest.raises(ValueError, match="Expected a gRPC error status code, got 'OK'"):
         StreamError("fine", code="OK")
+    with pytest.raises(ValueError, match="Expected a gRPC status code, got 'NOPE'"):
+        StreamError("x", code="NOPE")
     assert not issubclass(DecodeError, StreamError)
+    # Sending on a closed session is a programming error, not a status nor bad input.
+    assert issubclass(StreamClosed, UsageError)
+    assert issubclass(StreamClosed, RuntimeError)
+    assert not issubclass(StreamClosed, (StreamError, ValueError))
 
 
 def test_keep_connected_gives_up_on_permission_denied() -> None:
@@ -852,3 +868,42 @@ def test_the_stream_s_value_types_are_the_envelopes_members() -> None:
     agent, control = ENVELOPES
     assert set(typing.get_args(FromAgent)) == {domain for _, domain in agent.members}
     assert set(typing.get_args(FromControl)) == {domain for _, domain in control.members}
+
+
+class _FakeContext:
+    """What a server call's write sees of grpc's context: whether the agent is gone."""
+
+    def __init__(self, error: BaseException, *, cancelled: bool = False) -> None:
+        self.error = error
+        self._cancelled = cancelled
+
+    async def write(self, data: bytes) -> None:
+        raise self.error
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def code(self) -> grpc.StatusCode | None:
+        return None
+
+
+@pytest.mark.parametrize(
+    ("error", "cancelled", "expected"),
+    [
+        # The agent cancelled its call, or its connection is gone: the peer is gone.
+        (grpc.aio.UsageError("RPC already finished."), True, PeerUnavailable),
+        (grpc.aio.InternalError("batch failed"), False, PeerUnavailable),
+        # Anything else is not the peer's doing, and stays itself.
+        (grpc.aio.UsageError("RPC already finished."), False, grpc.aio.UsageError),
+        (MemoryError(), False, MemoryError),
+        (TypeError("not bytes"), True, TypeError),
+    ],
+)
+def test_only_a_peer_that_is_gone_makes_a_write_peer_unavailable(
+    error: BaseException, cancelled: bool, expected: type[BaseException]
+) -> None:
+    from llmgw_wire.stream._server import _ServerCall
+
+    call = _ServerCall(_FakeContext(error, cancelled=cancelled))
+    with pytest.raises(expected):
+        asyncio.run(call.write(b"x"))

@@ -11,6 +11,7 @@ import pytest
 from test_stream import as_node
 
 from llmgw_wire import Ack, Registration
+from llmgw_wire.errors import StatusCode
 from llmgw_wire.stream import (
     ClientTLS,
     ControlPlane,
@@ -139,7 +140,7 @@ def test_a_node_id_the_certificate_does_not_vouch_for_is_refused(pki: PKI) -> No
                 await exchange(server.port, pki.client_tls(), node_id="gpu-node-999")
         finally:
             await server.stop(grace=None)
-        assert error.value.code == "PERMISSION_DENIED"
+        assert error.value.code is StatusCode.PERMISSION_DENIED
         assert error.value.details == (
             "node 'gpu-node-999': the client certificate is for gpu-node-017"
         )

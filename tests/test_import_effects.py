@@ -1,0 +1,44 @@
+"""Importing the library changes nothing in the process: no environment, no patched classes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+_SCRIPT = """
+import inspect, os
+from llmgw_wire._gen.message_pool import default_message_pool
+import llmgw_wire._gen.llmgw.v1
+
+classes = list(default_message_pool.url_to_type.values())
+assert len(classes) >= 19, classes
+environment = dict(os.environ)
+parsers = {cls: inspect.getattr_static(cls, "FromString") for cls in classes}
+
+import llmgw_wire.stream, llmgw_wire.codec, llmgw_wire.store
+import llmgw_wire as wire
+for name in wire.__all__:
+    getattr(wire, name)
+wire.decode(wire.encode(wire.Node()), wire.Node)
+
+assert dict(os.environ) == environment, set(os.environ.items()) ^ set(environment.items())
+changed = [c.__name__ for c in classes if inspect.getattr_static(c, "FromString") is not parsers[c]]
+assert changed == [], changed
+print("unchanged", len(classes))
+"""
+
+
+def test_importing_the_stream_and_the_codec_leaves_the_process_as_it_was() -> None:
+    # Without grpc's variables, so that a default set by an import would show.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRPC_")}
+    done = subprocess.run(
+        [sys.executable, "-c", _SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("unchanged ")
