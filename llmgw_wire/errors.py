@@ -5,6 +5,7 @@
     +-- DecodeError            bytes that do not make the value asked for
     |   +-- JSONError
     |       +-- StateFileError a shard store's file, or the store itself
+    +-- InternalError          the library disagreeing with itself: a bug to report
     +-- StreamError            how a call of the agent stream ended, by status code
         +-- PeerUnavailable    UNAVAILABLE: unreachable, lost, or stopping; retry
         +-- PermissionDenied   PERMISSION_DENIED / UNAUTHENTICATED
@@ -31,6 +32,7 @@ from collections.abc import Mapping
 __all__ = [
     "DecodeError",
     "EncodeError",
+    "InternalError",
     "JSONError",
     "MessageRejected",
     "PeerUnavailable",
@@ -208,6 +210,35 @@ class DecodeError(WireError, ValueError):
 
     def __reduce__(self) -> tuple[type[DecodeError], tuple[str, str, tuple[str | int, ...]]]:
         return type(self), (self.message_type, self.reason, self.path)
+
+
+class InternalError(WireError):
+    """The fast path refused a value that the mapping's explanation accepts.
+
+    The compiled conversion functions and the explaining walk of the mapping
+    are two readings of one table; this error says they disagree about a
+    value, which is a bug in the library, not bad input. It names the type
+    and the path of the value, never the value itself (it may hold a secret).
+
+    Attributes:
+        type_name: the domain model or message type refused.
+        path: where the refused value is.
+        direction: "encode" or "decode".
+    """
+
+    def __init__(
+        self, type_name: str, path: tuple[str | int, ...] = (), direction: str = "encode"
+    ) -> None:
+        self.type_name = type_name
+        self.path = path
+        self.direction = direction
+        super().__init__(
+            f"Internal error: the fast path refused to {direction} a `{type_name}` that the"
+            f" mapping's checks accept - at `{format_path(path)}`; please report it"
+        )
+
+    def __reduce__(self) -> tuple[type[InternalError], tuple[str, tuple[str | int, ...], str]]:
+        return type(self), (self.type_name, self.path, self.direction)
 
 
 class JSONError(DecodeError):

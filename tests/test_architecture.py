@@ -108,3 +108,27 @@ def test_there_is_no_import_cycle_between_modules(graph: grimp.ImportGraph) -> N
         if module not in index:
             visit(module)
     assert cycles == []
+
+
+#: The one module that runs the fast path under a guard and chooses the serializer.
+GUARD = PACKAGE / "codec" / "_guard.py"
+
+
+def _guard_copies(path: Path) -> list[str]:
+    """Where `path` catches the fast path's refusal, or serialises a upb message, itself."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name) and node.id == "REFUSED":
+            found.append(f"{path.name}:{node.lineno}: names REFUSED")
+        if isinstance(node, ast.Attribute) and node.attr == "SerializeToString":
+            found.append(f"{path.name}:{node.lineno}: calls SerializeToString")
+        if isinstance(node, ast.keyword) and node.arg == "deterministic":
+            found.append(f"{path.name}:{node.lineno}: chooses deterministic")
+    return found
+
+
+def test_one_guarded_call_helper_and_one_serializer_choice() -> None:
+    # "Run the fast path; if it refuses, explain outside the handler" is a
+    # security invariant (upb's refusal can quote a secret): it is written once.
+    offenders = [hit for _, path in _modules() if path != GUARD for hit in _guard_copies(path)]
+    assert offenders == []

@@ -79,7 +79,14 @@ SURFACE: dict[str, list[str]] = {
         "to_json",
     ],
     "llmgw_wire.domain": [*MODELS, "FrozenMap"],
-    "llmgw_wire.errors": [*ERRORS, *STREAM_ERRORS, "Redacted", "format_path", "shown"],
+    "llmgw_wire.errors": [
+        *ERRORS,
+        *STREAM_ERRORS,
+        "InternalError",
+        "Redacted",
+        "format_path",
+        "shown",
+    ],
     "llmgw_wire.conversions": CONVERSIONS,
     "llmgw_wire.codec": [
         "DEFAULT_MAX_ITEMS",

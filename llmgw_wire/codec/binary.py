@@ -9,14 +9,14 @@ cost.
 
 from __future__ import annotations
 
-from functools import cache, partial
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from google.protobuf.message import DecodeError as _PbDecodeError
 
 from llmgw_wire.codec import scan
+from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, serializer
 from llmgw_wire.codec.cattrs_converter import betterproto2_classes, not_top_level
-from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
 from llmgw_wire.codec.from_upb import build
 from llmgw_wire.codec.limits import (
     COUNT_FIRST_ABOVE,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     import betterproto2
 
-__all__ = ["compiled_upb", "decode", "encode", "parse", "reaches_map"]
+__all__ = ["compiled_upb", "decode", "encode", "parse"]
 
 T = TypeVar("T")
 
@@ -71,48 +71,23 @@ def _upb_encoder(domain: type) -> Callable[[Any], bytes]:
     if not _ENCODERS:
         encoders = {}
         for model, fill in compiled_upb().fill.items():
-            message_class: Any = CLASSES[pair_for(model).wire]
-            deterministic = reaches_map(message_class.DESCRIPTOR)
-            encoders[model] = _make_encoder(model, fill, message_class, deterministic=deterministic)
+            encoders[model] = _make_encoder(model, fill, CLASSES[pair_for(model).wire])
         # All at once (one C call under the GIL): another thread never sees half a table.
         _ENCODERS.update(encoders)
     return _ENCODERS.get(domain) or not_top_level(domain)
 
 
 def _make_encoder(
-    domain: type, fill: Callable[[Any, Any], None], message_class: Any, *, deterministic: bool
+    domain: type, fill: Callable[[Any, Any], None], message_class: Any
 ) -> Callable[[Any], bytes]:
-    # Deterministic serialisation only orders map entries, and its keyword
-    # alone doubles upb's cost on a small message: asked for only where a map
-    # can occur.
-    serialize = message_class.SerializeToString
-    if deterministic:
-        serialize = partial(serialize, deterministic=True)
+    serialize = serializer(message_class)
 
-    def encode(value: Any) -> bytes:
+    def fast(value: Any) -> bytes:
         message = message_class()
-        try:
-            fill(value, message)
-        except REFUSED as exc:
-            refused = exc
-        else:
-            return serialize(message)  # type: ignore[no-any-return]
-        # Explained and raised outside the handler: the refusal (upb's own
-        # error may quote a string, a secret's included) is chained to nothing.
-        raise explain_encode(value, domain, refused)
+        fill(value, message)
+        return serialize(message)
 
-    return encode
-
-
-def reaches_map(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
-    """Whether a message of `descriptor` can hold a map, at any depth."""
-    for field in descriptor.fields:
-        sub = field.message_type
-        if sub is None or sub.full_name in seen:
-            continue
-        if sub.GetOptions().map_entry or reaches_map(sub, seen | {descriptor.full_name}):
-            return True
-    return False
+    return guarded_unstructure(fast, domain)
 
 
 def parse(
@@ -196,18 +171,17 @@ def decode(
         # Parsed by upb, within the limits; betterproto2's parser never sees the bytes.
         return build(parse(data, wire_name, max_size, max_items), wire_name)  # type: ignore[no-any-return]
     name, structure = _upb_decoders().get(into) or not_top_level(into)
-    message = parse(data, name, max_size, max_items)
-    try:
-        return structure(message)  # type: ignore[no-any-return]
-    except REFUSED as exc:
-        raise explain_decode(message, into, exc) from None
+    return structure(parse(data, name, max_size, max_items))  # type: ignore[no-any-return]
 
 
 @cache
 def _upb_decoders() -> dict[type, tuple[str, Callable[[Any], Any]]]:
     """By domain model with a wire message of its own: its name and the upb structure function."""
     structure = compiled_upb().structure
-    return {p.domain: (p.wire, structure[p.domain]) for p in PAIRS_WITH_MESSAGE}
+    return {
+        p.domain: (p.wire, guarded_structure(structure[p.domain], p.domain))
+        for p in PAIRS_WITH_MESSAGE
+    }
 
 
 def _strict_from_string(cls: type[T], data: bytes) -> T:

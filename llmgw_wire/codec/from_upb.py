@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.descriptor import FieldDescriptor
 
+from llmgw_wire.codec._guard import serializer
 from llmgw_wire.codec.cattrs_converter import betterproto2_classes
 
 if TYPE_CHECKING:
@@ -157,5 +158,4 @@ def top_level_unknown(message: Any) -> bytes:
     size = known.ByteSize()
     if size == message.ByteSize():
         return b""
-    whole: bytes = message.SerializeToString(deterministic=True)
-    return whole[size:]
+    return serializer(type(message))(message)[size:]

@@ -40,7 +40,7 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.codec import wire_class
-from llmgw_wire.codec.binary import reaches_map as _reaches_map
+from llmgw_wire.codec._guard import reaches_map as _reaches_map
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.mapping.compiler import _positional
