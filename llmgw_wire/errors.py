@@ -100,8 +100,8 @@ def _json_kind(value: object) -> str:
 def shown(value: object, *, secret: bool = False, spelling: str = "python") -> str:
     """`value` as an error shows it to a human: the one renderer of the library.
 
-    * A secret is never shown, only its type: `<secret bytes, not shown>`
-      (`a string (a secret, not shown)` in JSON spelling).
+    * A secret is never shown, only its type, in one placeholder for every
+      surface (reprs, errors, command-line output): `<secret str, not shown>`.
     * Scalars (None, bool, int, float, str, bytes, enum members, dates and
       durations) as their `repr` (or as JSON spells them, with
       `spelling="json"`), cut short at `LONGEST_SHOWN` characters; an int of
@@ -118,8 +118,6 @@ def shown(value: object, *, secret: bool = False, spelling: str = "python") -> s
     if isinstance(value, Redacted):
         return repr(value)
     if secret:
-        if spelling == "json":
-            return f"{_json_kind(value)} (a secret, not shown)"
         return repr(Redacted(type(value).__name__))
     if isinstance(value, int) and value.bit_length() > _LONGEST_INT_BITS:
         return f"an int of {value.bit_length()} bits"

@@ -132,3 +132,27 @@ def test_one_guarded_call_helper_and_one_serializer_choice() -> None:
     # security invariant (upb's refusal can quote a secret): it is written once.
     offenders = [hit for _, path in _modules() if path != GUARD for hit in _guard_copies(path)]
     assert offenders == []
+
+
+#: The one place that gives classes a secret-aware repr: the wire classes',
+#: called once by `llmgw_wire.v1`. The domain models mark their secrets themselves.
+REPR_INSTALLER = PACKAGE / "v1" / "redaction.py"
+
+
+def test_no_module_patches_a_repr_but_the_wire_layers_one_installer() -> None:
+    offenders = []
+    for _, path in _modules():
+        if path == REPR_INSTALLER:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "setattr"
+                and any(
+                    isinstance(arg, ast.Constant) and arg.value in {"__repr__", "__str__"}
+                    for arg in node.args
+                )
+            ):
+                offenders.append(f"{path.name}:{node.lineno}")
+    assert offenders == []

@@ -119,7 +119,6 @@ SURFACE: dict[str, list[str]] = {
         "SECRET_FIELDS",
         "is_secret",
         "marked_secret",
-        "redact_domain_reprs",
         "secret_attributes",
     ],
     "llmgw_wire.v1.redaction": ["SECRET_FIELDS", "descriptor_set", "redact_reprs", "secret_fields"],

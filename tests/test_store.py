@@ -617,7 +617,7 @@ def test_a_file_truncated_anywhere_is_refused(store: ShardStore) -> None:
         (lambda d: d.pop("shard_id"), "required key missing - at `$.shard_id`"),
         (
             lambda d: d["spec"].update(api_key=["sk-llmgw-demo-0000"]),
-            "expected `string`, got an array (a secret, not shown) - at `$.spec.api_key`",
+            "expected `string`, got <secret list, not shown> - at `$.spec.api_key`",
         ),
     ],
 )

@@ -316,7 +316,7 @@ def _problem(exc: BaseException, path: Path = (), secret: bool = False) -> _Prob
         return _Problem(path, "required key missing", "a value", None)
     # Nothing but the hooks above should refuse a value; say what cattrs said,
     # unless it may be about a secret.
-    said = "(about a secret, not shown)" if secret else str(exc)
+    said = shown(str(exc), secret=True) if secret else str(exc)
     return _Problem(path, f"{type(exc).__name__}: {said}", "a valid value", None)
 
 

@@ -48,7 +48,8 @@ def test_the_demo_shows_the_whole_exchange_and_exits_cleanly() -> None:
         r"control plane \|    adopted 2 running shards: llama70b-r3-s0 \(ready\), "
         r"qwen7b-r1-s0 \(loading\)",
         r"control plane \| -> Ack, \d+ bytes",
-        r"control plane \| -> StartShard mistral-r8-s0, \d+ bytes: .* api_key set \(not shown\)",
+        r"control plane \| -> StartShard mistral-r8-s0, \d+ bytes: "
+        r".* api_key=<secret str, not shown>",
         r"agent         \| <- StartShard mistral-r8-s0 -> ShardSpec: vllm mistral-small "
         r"on GPUs 4,5,6, port 8020, startup timeout 0:10:00",
         r"agent         \| -> ShardStatus mistral-r8-s0 ready, \d+ bytes, cuda 40/40 layers "
