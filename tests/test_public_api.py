@@ -87,7 +87,7 @@ SURFACE: dict[str, list[str]] = {
         "format_path",
         "shown",
     ],
-    "llmgw_wire.conversions": CONVERSIONS,
+    "llmgw_wire.conversions": [*CONVERSIONS, "registration_from_inventory"],
     "llmgw_wire.codec": [
         "DEFAULT_MAX_ITEMS",
         "DEFAULT_MAX_SIZE",

@@ -54,12 +54,12 @@ from llmgw_wire.mapping.rules import (
     Constant,
     Embedded,
     FromContext,
-    LeaderEndpoint,
     Message,
     Messages,
     NotCarried,
     Rule,
 )
+from llmgw_wire.mapping.table import mapped_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -83,7 +83,6 @@ HOME_MODULES = (
 )
 
 # Rules whose attribute is not carried by a wire field of its own message.
-_NO_FIELD = (Constant, FromContext, NotCarried, Embedded)
 
 
 def on_page_markdown(markdown: str, /, *, page: Page, config: MkDocsConfig, files: Files) -> str:
@@ -205,7 +204,7 @@ def _cell(text: str) -> str:
 
 def _rule_text(pair: Pair, rule: Rule, path: tuple[str, ...]) -> str:
     parts = [f"{rule.describe()}"]
-    if not isinstance(rule, (*_NO_FIELD, LeaderEndpoint)) and rule.wire != rule.attr:
+    if rule.made_of() == (rule.wire,) and rule.wire != rule.attr:
         parts.insert(0, "renamed")
     nested = _nested(rule)
     if nested is not None:
@@ -245,20 +244,10 @@ def _rows(
                 )
             number, comment = fields[rule.wire]
             wire = f"`{rule.wire}`"
-            if isinstance(rule, LeaderEndpoint):
-                wire += ", with `rank` and `http_port`"
+            others = [field for field in rule.made_of() if field != rule.wire]
+            if others:
+                wire += ", with " + " and ".join(f"`{field}`" for field in others)
             yield str(number), wire, attr, text, comment
-
-
-def _covered(pair: Pair) -> set[str]:
-    """The wire fields of its message that a pair reads, embedded pairs included."""
-    out = set()
-    for rule in pair.rules:
-        if isinstance(rule, Embedded):
-            out |= _covered(pair_for(rule.domain))
-        elif not isinstance(rule, _NO_FIELD):
-            out.add(rule.wire)
-    return out
 
 
 def _pair_section(pair: Pair, used_by: dict[type, list[str]]) -> str:
@@ -289,14 +278,14 @@ def _pair_section(pair: Pair, used_by: dict[type, list[str]]) -> str:
     ]
     for row in _rows(pair, pair, pair.wire):
         out.append("| " + " | ".join(_cell(cell) for cell in row) + " |")
-    rest = [f for f in _fields(pair.wire) if f not in _covered(pair)]
+    rest = [f for f in _fields(pair.wire) if f not in mapped_fields(pair)]
     if rest and not pair.embedded:
         carried = []
         for field in rest:
             others = [
                 other.domain
                 for other in PAIRS
-                if other.wire == pair.wire and not other.embedded and field in _covered(other)
+                if other.wire == pair.wire and not other.embedded and field in mapped_fields(other)
             ]
             where = f" ({', '.join(_link(d) for d in others)})" if others else ""
             carried.append(f"`{field}`{where}")

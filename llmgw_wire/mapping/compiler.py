@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from llmgw_wire.domain import State
+from llmgw_wire.domain.reconciler import leader_endpoint
 from llmgw_wire.mapping import rules
 from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
 
@@ -280,6 +281,7 @@ class _Namespace:
             "_epoch_millis": rules.epoch_millis,
             "_from_epoch_millis": rules.from_epoch_millis,
             "_leader_addr": rules.leader_addr,
+            "_leader_endpoint": leader_endpoint,
             "_str_map": _str_map,
         }
         self._consts: dict[int, str] = {}
@@ -369,6 +371,8 @@ class UnstructureGen:
         self.indent = "    "
         self.count = 0
         self.placeholders: dict[str, _SubMessage] = {}
+        #: The domain model whose attributes are being read (a nested one, inline).
+        self.domain: type = object
 
     def unstructure_fn(self, domain: type) -> str:
         return f"u_{domain.__name__}"
@@ -425,6 +429,7 @@ class UnstructureGen:
     def inline(self, domain: type, obj: str) -> list[tuple[str, str]]:
         """The wire fields of `domain`'s pair, read from the domain value `obj`."""
         fields: dict[str, str] = {}
+        outer, self.domain = self.domain, domain
         for rule in self.rules(domain):
             for wire, expr in rule.unstructure(self, obj):
                 if wire in fields:
@@ -434,6 +439,7 @@ class UnstructureGen:
                     self.stmt(f"if {fields[wire]} != {expr}: raise _Invalid")
                 else:
                     fields[wire] = expr
+        self.domain = outer
         for rule in self.rules(domain):
             if isinstance(rule, rules.Messages):
                 # An item's attribute that the enclosing message carries (an

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmgw_wire.errors import EncodeError, format_path
-from llmgw_wire.mapping.rules import Invalid, LeaderEndpoint, Messages, Path, Rule, leader_addr
+from llmgw_wire.mapping.rules import Messages, Path, Rule
 from llmgw_wire.mapping.secrets import is_secret
 from llmgw_wire.mapping.table import flat_fields, pair_for
 
@@ -24,7 +24,7 @@ class _TableWalk:
         pair = pair_for(type(value))
         for rule in pair.rules:
             sub = getattr(value, rule.attr)
-            error = self._explain(rule, sub, value, (*path, rule.attr))
+            error = self._explain(rule, value, (*path, rule.attr))
             if error is not None:
                 if is_secret(pair.domain, rule.attr):
                     # Only the attribute's path: a map's key, or an item's
@@ -65,17 +65,11 @@ class _TableWalk:
                     )
                     raise EncodeError(expected, got, (*path, rule.attr, i, attr), secret=secret)
 
-    def _explain(self, rule: Rule, sub: object, value: object, path: Path) -> EncodeError | None:
+    def _explain(self, rule: Rule, value: object, path: Path) -> EncodeError | None:
         # The error, returned rather than raised, so that the caller can
         # replace it for a secret without it ever reaching a traceback.
         try:
-            rule.explain(sub, path, self)
-            if isinstance(rule, LeaderEndpoint) and sub is not None:
-                try:
-                    leader_addr(value)
-                except Invalid:
-                    expected = "None, or `http://<leader_addr>:<http_port>` for rank 0"
-                    return EncodeError(expected, sub, path)
+            rule.explain_in(value, path, self)
         except EncodeError as error:
             error.__traceback__ = None
             return error

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from attrs import frozen
 
 from llmgw_wire.domain.keepalive import EPOCH
+from llmgw_wire.domain.reconciler import leader_endpoint
 from llmgw_wire.errors import DecodeError, EncodeError
 
 if TYPE_CHECKING:
@@ -45,7 +46,9 @@ __all__ = [
     "Path",
     "Repeated",
     "Rule",
+    "RuleKind",
     "Scalar",
+    "ScalarKind",
     "StateEnum",
     "StrMap",
     "Walk",
@@ -63,6 +66,26 @@ __all__ = [
 ]
 
 Path = tuple[str | int, ...]
+
+#: The kinds of rule, one per rule class.
+RuleKind = Literal[
+    "scalar",
+    "repeated",
+    "map",
+    "message",
+    "messages",
+    "embedded",
+    "state",
+    "millis",
+    "epoch-millis",
+    "leader-endpoint",
+    "constant",
+    "from-context",
+    "not-carried",
+]
+
+#: The wire scalars a `Scalar` or `Repeated` rule carries.
+ScalarKind = Literal["int32", "int64", "string", "bool"]
 
 INT_RANGES: dict[str, tuple[int, int]] = {
     "int32": (-(2**31), 2**31 - 1),
@@ -205,7 +228,13 @@ class Rule:
     attr: str
     wire: str
 
-    describe_kind: ClassVar[str] = ""
+    #: What kind of rule it is: the closed set of `RuleKind`, what the
+    #: mapping's description (`llmgw_wire.mapping.description`) records.
+    rule_kind: ClassVar[RuleKind]
+    #: Whether the attribute is one field of scalars of the pair's own message
+    #: (a scalar, a repeated scalar, a map, a state, a duration or a time):
+    #: two attributes on one such field must agree to be encoded.
+    flat: ClassVar[bool] = False
     #: Whether the rule's wire fields are those of the enclosing message (an
     #: error path then names no field of its own for it).
     embedded_in_parent: ClassVar[bool] = False
@@ -221,19 +250,37 @@ class Rule:
     def explain(self, value: object, path: Path, walk: Walk) -> None:
         """Raise `EncodeError` if `value` cannot be carried; else return."""
 
+    def explain_in(self, owner: object, path: Path, walk: Walk) -> None:
+        """Raise `EncodeError` if the attribute of `owner` cannot be carried.
+
+        The attribute alone, by default; a rule whose value depends on other
+        attributes of the same value (the leader endpoint) reads them here.
+        """
+        self.explain(getattr(owner, self.attr), path, walk)
+
+    def made_of(self) -> tuple[str, ...]:
+        """The wire fields of the pair's message whose values the attribute holds.
+
+        A secret field makes the attribute secret (`llmgw_wire.mapping.secrets`).
+        """
+        return (self.wire,) if self.wire else ()
+
     def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
         """Raise `DecodeError` if the wire value does not make a domain value."""
 
     def describe(self) -> str:
         """One line for the mapping reference."""
-        return self.describe_kind
+        raise NotImplementedError
 
 
 @frozen
 class Scalar(Rule):
     """A scalar field: `int32`, `int64`, `string` or `bool`, range-checked when encoding."""
 
-    kind: str = "string"
+    rule_kind: ClassVar[RuleKind] = "scalar"
+    flat: ClassVar[bool] = True
+
+    kind: ScalarKind = "string"
 
     def structure_expr(self, g: StructureGen) -> str:
         return f"{g.m}.{self.wire}"
@@ -258,7 +305,10 @@ class Scalar(Rule):
 class Repeated(Rule):
     """A repeated scalar field: a tuple in the domain, each item checked when encoding."""
 
-    kind: str = "string"
+    rule_kind: ClassVar[RuleKind] = "repeated"
+    flat: ClassVar[bool] = True
+
+    kind: ScalarKind = "string"
 
     def structure_expr(self, g: StructureGen) -> str:
         return f"tuple({g.repeated(self.wire)})"
@@ -282,6 +332,9 @@ class Repeated(Rule):
 @frozen
 class StrMap(Rule):
     """A `map<string, string>` field: a dict in the domain, copied both ways."""
+
+    rule_kind: ClassVar[RuleKind] = "map"
+    flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureGen) -> str:
         return g.str_map(self.wire)
@@ -315,6 +368,8 @@ class Message(Rule):
     Required: an unset field decodes as the domain type's zero value, and the
     field is always set when encoding.
     """
+
+    rule_kind: ClassVar[RuleKind] = "message"
 
     domain: type = object
     optional: bool = False
@@ -355,6 +410,8 @@ class Messages(Rule):
     from fields of this message (the node id an adopted shard belongs to).
     """
 
+    rule_kind: ClassVar[RuleKind] = "messages"
+
     domain: type = object
     context: tuple[tuple[str, str], ...] = ()
 
@@ -392,6 +449,8 @@ class Embedded(Rule):
     groups them. With `present_if`, the nested value is None exactly when that
     wire field is empty, so encoding one whose field is empty is an error.
     """
+
+    rule_kind: ClassVar[RuleKind] = "embedded"
 
     domain: type = object
     present_if: str = ""
@@ -447,6 +506,9 @@ class Embedded(Rule):
 class StateEnum(Rule):
     """The shard state enum; a number this side does not know decodes as FAILED."""
 
+    rule_kind: ClassVar[RuleKind] = "state"
+    flat: ClassVar[bool] = True
+
     def structure_expr(self, g: StructureGen) -> str:
         return f"_state_from_wire.get({g.m}.{self.wire}, _FAILED)"
 
@@ -468,6 +530,9 @@ class StateEnum(Rule):
 @frozen
 class Millis(Rule):
     """A `timedelta` carried as whole milliseconds in an int64."""
+
+    rule_kind: ClassVar[RuleKind] = "millis"
+    flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureGen) -> str:
         return f"_from_millis({g.m}.{self.wire})"
@@ -499,6 +564,9 @@ class Millis(Rule):
 @frozen
 class EpochMillis(Rule):
     """An aware `datetime` carried as whole milliseconds since the Unix epoch."""
+
+    rule_kind: ClassVar[RuleKind] = "epoch-millis"
+    flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureGen) -> str:
         return f"_from_epoch_millis({g.m}.{self.wire})"
@@ -533,34 +601,57 @@ class EpochMillis(Rule):
 
 @frozen
 class LeaderEndpoint(Rule):
-    """The reference's endpoint rule.
+    """The reference's endpoint rule: an URL made of three wire fields.
 
-    Decoding: `http://{leader_addr}:{http_port}` for rank 0 with a leader
-    address, else None. Encoding recovers `leader_addr` from the endpoint, so
+    `wire` is the leader's address; `rank` and `port` are the wire fields of
+    the shard's rank and HTTP port, which the same pair maps to attributes of
+    their own. Decoding: `http://{address}:{port}` for rank 0 with an
+    address, else None. Encoding recovers the address from the endpoint, so
     an endpoint of any other form cannot be encoded; the leader address of a
     shard of another rank does not survive decoding (a documented
     normalisation).
     """
 
+    rule_kind: ClassVar[RuleKind] = "leader-endpoint"
+
+    rank: str = "rank"
+    port: str = "http_port"
+
     def structure_expr(self, g: StructureGen) -> str:
         m = g.m
-        return (
-            f"(f'http://{{{m}.{self.wire}}}:{{{m}.http_port}}' "
-            f"if {m}.rank == 0 and {m}.{self.wire} else None)"
-        )
+        return f"_leader_endpoint({m}.{self.wire}, {m}.{self.rank}, {m}.{self.port})"
+
+    def _siblings(self, rules: tuple[Rule, ...]) -> tuple[str, str]:
+        return attr_for_wire(rules, self.rank), attr_for_wire(rules, self.port)
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
-        return [(self.wire, f"_leader_addr({obj})")]
+        rank, port = self._siblings(g.rules(g.domain))
+        return [(self.wire, f"_leader_addr({obj}.{self.attr}, {obj}.{rank}, {obj}.{port})")]
 
-    # Checked with the whole shard by the explaining walk, which knows rank and port.
+    def explain_in(self, owner: object, path: Path, walk: Walk) -> None:
+        rank, port = self._siblings(walk.rules(type(owner)))
+        endpoint = getattr(owner, self.attr)
+        try:
+            leader_addr(endpoint, getattr(owner, rank), getattr(owner, port))
+        except Invalid:
+            expected = f"None, or `http://<{self.wire}>:<{port}>` for {rank} 0"
+            raise EncodeError(expected, endpoint, path) from None
+
+    def made_of(self) -> tuple[str, ...]:
+        return (self.wire, self.rank, self.port)
 
     def describe(self) -> str:
-        return "str | None: `http://{leader_addr}:{http_port}` for rank 0 with a leader address"
+        return (
+            f"str | None: `http://{{{self.wire}}}:{{{self.port}}}` for {self.rank} 0"
+            f" with a leader address"
+        )
 
 
 @frozen
 class Constant(Rule):
     """A domain attribute the wire does not carry, set to `value` when decoding."""
+
+    rule_kind: ClassVar[RuleKind] = "constant"
 
     value: object = None
 
@@ -579,12 +670,17 @@ class Constant(Rule):
 class FromContext(Rule):
     """A domain attribute the enclosing message supplies (e.g. the node id)."""
 
+    rule_kind: ClassVar[RuleKind] = "from-context"
+
     def structure_expr(self, g: StructureGen) -> str:
         g.param(self.attr)
         return self.attr
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         return []
+
+    def made_of(self) -> tuple[str, ...]:
+        return ()
 
     def describe(self) -> str:
         return f"not on this message; taken from `{self.wire}` of the enclosing one"
@@ -597,6 +693,8 @@ class NotCarried(Rule):
     Encoding a value that has it set is an error rather than a silent loss.
     """
 
+    rule_kind: ClassVar[RuleKind] = "not-carried"
+
     def structure_expr(self, g: StructureGen) -> str:
         return "None"
 
@@ -608,19 +706,22 @@ class NotCarried(Rule):
         if value is not None:
             raise EncodeError(f"None ({self.wire} does not carry it)", value, path)
 
+    def made_of(self) -> tuple[str, ...]:
+        return ()
+
     def describe(self) -> str:
         return f"not carried by {self.wire}: decodes as None, and must be None to encode"
 
 
-def leader_addr(shard: Any) -> str:
-    """The leader address an adopted shard's endpoint implies; `Invalid` if none can."""
-    endpoint = shard.endpoint
+def leader_addr(endpoint: object, rank: object, port: object) -> str:
+    """The leader address an endpoint implies for a shard of `rank` on `port`; `Invalid` if none."""
     if endpoint is None:
         return ""
-    if not isinstance(endpoint, str) or shard.rank != 0 or not endpoint.startswith("http://"):
+    if not isinstance(endpoint, str) or rank != 0 or not endpoint.startswith("http://"):
         raise Invalid
-    addr, _, port = endpoint[7:].rpartition(":")
-    if not addr or endpoint != f"http://{addr}:{shard.http_port}":
+    if type(port) is not int:
         raise Invalid
-    del port
+    addr = endpoint[7:].rpartition(":")[0]
+    if not addr or endpoint != leader_endpoint(addr, rank, port):
+        raise Invalid
     return addr

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from llmgw_wire.mapping.rules import Embedded, LeaderEndpoint
 from llmgw_wire.mapping.table import PAIRS
 from llmgw_wire.v1.redaction import SECRET_FIELDS
 
@@ -52,16 +51,12 @@ def secret_attributes(
     An attribute derived from a secret field is secret too (an adopted shard's
     `endpoint` holds its `leader_addr`).
     """
-    out: set[tuple[type, str]] = set()
-    for pair in pairs:
-        for rule in pair.rules:
-            if isinstance(rule, Embedded) or not rule.wire:
-                continue
-            # An adopted shard's `endpoint` is made of its `leader_addr`.
-            field = "leader_addr" if isinstance(rule, LeaderEndpoint) else rule.wire
-            if f"{pair.wire}.{field}" in secrets:
-                out.add((pair.domain, rule.attr))
-    return frozenset(out)
+    return frozenset(
+        (pair.domain, rule.attr)
+        for pair in pairs
+        for rule in pair.rules
+        if any(f"{pair.wire}.{field}" in secrets for field in rule.made_of())
+    )
 
 
 #: The secret attributes of the domain models, from the library's schema.

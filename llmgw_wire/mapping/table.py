@@ -68,6 +68,7 @@ __all__ = [
     "Envelope",
     "Pair",
     "flat_fields",
+    "mapped_fields",
     "pair_for",
 ]
 
@@ -118,9 +119,30 @@ def _flat_fields(pair: Pair) -> list[tuple[str, tuple[str, ...]]]:
             if not rule.present_if:
                 inner = pair_for(rule.domain)
                 out.extend((w, (rule.attr, *a)) for w, a in _flat_fields(inner))
-        elif isinstance(rule, (Scalar, Repeated, StrMap, StateEnum, Millis, EpochMillis)):
+        elif rule.flat:
             out.append((rule.wire, (rule.attr,)))
     return out
+
+
+def mapped_fields(pair: Pair, pairs: tuple[Pair, ...] | None = None) -> set[str]:
+    """The wire fields of its message that `pair` reads, embedded pairs included.
+
+    Args:
+        pair: the pair.
+        pairs: the table its embedded pairs are looked up in (default: `PAIRS`).
+    """
+    by_domain = _BY_DOMAIN if pairs is None else {p.domain: p for p in pairs}
+    fields: set[str] = set()
+    for rule in pair.rules:
+        if isinstance(rule, Embedded):
+            inner = by_domain.get(rule.domain)
+            if inner is not None:
+                fields |= mapped_fields(inner, pairs)
+            if rule.present_if:
+                fields.add(rule.present_if)
+        else:
+            fields.update(rule.made_of())
+    return fields
 
 
 # Shorthands that keep the table below one line per attribute. Without

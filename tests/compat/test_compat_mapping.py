@@ -17,8 +17,9 @@ import attrs
 import pytest
 
 from llmgw_wire import compat
-from llmgw_wire._cli import compat_mapping, main
+from llmgw_wire._cli import main
 from llmgw_wire.mapping import PAIRS
+from llmgw_wire.mapping import description as compat_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,7 +92,7 @@ def test_a_changed_table_is_reported_against_the_description() -> None:
     assert [str(c) for c in changes] == [
         "mapping: GPU.idx: renamed: was GPU.index, same rule",
         "mapping: GPU.mig: changed: optional True -> False",
-        "mapping: GPU.numa_node: removed: was Scalar from wire field 'numa_node' "
+        "mapping: GPU.numa_node: removed: was scalar rule from wire field 'numa_node' "
         "(int32; an int outside [-2147483648, 2147483647] is an error)",
         "mapping: Storage.free_bytes: changed: kind 'int64' -> 'int32'",
     ]
@@ -105,7 +106,7 @@ def test_the_description_is_json_and_round_trips(tmp_path: Path) -> None:
     assert data == json.loads(json.dumps(compat_mapping.describe_mapping()))
     gpu = next(pair for pair in data["pairs"] if pair["domain"] == "GPU")
     assert gpu["wire"] == "llmgw.v1.GPU"
-    assert {"attr": "mig", "rule": "Message", "wire": "mig", "domain": "MIGDevice"}.items() <= (
+    assert {"attr": "mig", "rule": "message", "wire": "mig", "domain": "MIGDevice"}.items() <= (
         next(rule for rule in gpu["rules"] if rule["attr"] == "mig").items()
     )
 
