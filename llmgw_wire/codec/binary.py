@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = ["compiled_upb", "decode", "encode", "parse"]
 
 T = TypeVar("T")
+#: A `llmgw_wire.v1` message class: `decode(data, v1.Register)` is a `v1.Register`.
+M = TypeVar("M", bound="betterproto2.Message")
 
 
 @cache
@@ -122,7 +124,7 @@ def _parse_as(message_class: Any, raw: bytes, name: str) -> Any:
         message.ParseFromString(raw)
     except _PbDecodeError as exc:
         # upb says only that something is wrong; the scanner says what and where.
-        problem = scan.diagnose(raw, CLASSES[name].DESCRIPTOR)  # type: ignore[attr-defined]
+        problem = scan.diagnose(raw, CLASSES[name].DESCRIPTOR)
         if problem is None:
             raise DecodeError(name, str(exc) or "malformed bytes") from None
         raise DecodeError(name, problem.reason, problem.path) from None
@@ -132,11 +134,11 @@ def _parse_as(message_class: Any, raw: bytes, name: str) -> Any:
 @overload
 def decode(
     data: bytes | bytearray | memoryview,
-    into: type[betterproto2.Message],
+    into: type[M],
     *,
     max_size: int = ...,
     max_items: int = ...,
-) -> Any: ...
+) -> M: ...
 @overload
 def decode(
     data: bytes | bytearray | memoryview,

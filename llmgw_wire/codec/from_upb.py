@@ -105,7 +105,7 @@ def _builders() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
             lines.append(f"    o = {class_name}(")
             lines.extend(
                 f"        {by_number[field.number]}={_field_source(field, names, prefix)},"
-                for field in upb_class.DESCRIPTOR.fields  # type: ignore[attr-defined]
+                for field in upb_class.DESCRIPTOR.fields
             )
             lines.append("    )")
             if prefix == "k":
