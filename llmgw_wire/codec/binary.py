@@ -2,7 +2,7 @@
 
 The mapping is compiled for the upb backend, so that a domain value goes to
 bytes and back with no betterproto2 object in between. Parsing is strict:
-upb refuses malformed bytes, the scanner (`llmgw_wire.codec.scan`) says what
+upb refuses malformed bytes, the explainer (`llmgw_wire.codec.diagnose`) says what
 and where, and the limits (`llmgw_wire.codec.limits`) bound what an input can
 cost.
 """
@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from google.protobuf.message import DecodeError as _PbDecodeError
 
-from llmgw_wire.codec import scan
 from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, serializer
 from llmgw_wire.codec.cattrs_converter import betterproto2_classes, not_top_level
+from llmgw_wire.codec.diagnose import diagnose
 from llmgw_wire.codec.from_upb import build
 from llmgw_wire.codec.limits import (
     COUNT_FIRST_ABOVE,
@@ -25,6 +25,7 @@ from llmgw_wire.codec.limits import (
     check_items,
 )
 from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
+from llmgw_wire.codec.varint64 import over_64_bits
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping import PAIRS_WITH_MESSAGE, STATE_NUMBERS, pair_for
 from llmgw_wire.mapping.compiler import Compiled, Upb, compile_backend
@@ -112,7 +113,7 @@ def parse(
     message = _parse_as(DECODE_CLASSES[name], raw, name)
     if counted:
         check_items(message, name, max_items)
-    problem = scan.over_64_bits(raw, message.DESCRIPTOR)
+    problem = over_64_bits(raw, message.DESCRIPTOR)
     if problem is not None:
         raise DecodeError(name, problem.reason, problem.path)
     return message
@@ -124,7 +125,7 @@ def _parse_as(message_class: Any, raw: bytes, name: str) -> Any:
         message.ParseFromString(raw)
     except _PbDecodeError as exc:
         # upb says only that something is wrong; the scanner says what and where.
-        problem = scan.diagnose(raw, CLASSES[name].DESCRIPTOR)
+        problem = diagnose(raw, CLASSES[name].DESCRIPTOR)
         if problem is None:
             raise DecodeError(name, str(exc) or "malformed bytes") from None
         raise DecodeError(name, problem.reason, problem.path) from None

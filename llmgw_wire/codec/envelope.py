@@ -22,8 +22,8 @@ from attrs import frozen
 
 from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, serializer
 from llmgw_wire.codec.binary import compiled_upb, parse
+from llmgw_wire.codec.diagnose import field_numbers
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
-from llmgw_wire.codec.scan import field_numbers
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import ENVELOPES
 
