@@ -97,7 +97,15 @@ SURFACE: dict[str, list[str]] = {
         "make_converter",
         "wire_class",
     ],
-    "llmgw_wire.codec.json": ["from_json", "json_converter", "make_json_converter", "to_json"],
+    "llmgw_wire.codec.json": [
+        "decode",
+        "encode",
+        "from_json",
+        "json_converter",
+        "make_json_converter",
+        "parse_json",
+        "to_json",
+    ],
     "llmgw_wire.mapping": [
         "ENVELOPES",
         "MODELS_WITH_MESSAGE",
