@@ -109,7 +109,7 @@ def utf8_ok(text: str) -> bool:
     return True
 
 
-def scalar_ok(kind: str, value: object) -> bool:
+def scalar_ok(kind: ScalarKind, value: object) -> bool:
     """Whether `value` can be carried by a wire scalar of `kind` as it is."""
     if kind == "string":
         return isinstance(value, str) and utf8_ok(value)
@@ -119,14 +119,14 @@ def scalar_ok(kind: str, value: object) -> bool:
     return type(value) is int and lo <= value <= hi
 
 
-def expected(kind: str, value: object) -> str:
+def expected(kind: ScalarKind, value: object) -> str:
     """What a wire scalar of `kind` expected, for the error about `value`."""
     if kind == "string" and isinstance(value, str):
         return "a string that is valid UTF-8 (no lone surrogates)"
     return kind
 
 
-def check_source(kind: str, var: str) -> str:
+def check_source(kind: ScalarKind, var: str) -> str:
     """Source of a test that is true when `var` cannot be carried by a wire scalar of `kind`."""
     if kind == "string":
         return f"not isinstance({var}, str) or not ({var}.isascii() or _utf8_ok({var}))"

@@ -306,3 +306,16 @@ def test_a_truncated_command_is_refused_both_ways() -> None:
         decode(raw, ShardCommand)
     with pytest.raises(DecodeError):
         decode(raw, v1.StartShard)
+
+
+def test_every_generated_builder_has_a_file_name_of_its_own() -> None:
+    # As cattrs does: a traceback names the one generated function, and shows its line.
+    import linecache
+
+    from llmgw_wire.codec.from_upb import _builders
+
+    functions = [fn for pair in _builders().values() for fn in pair]
+    names = {fn.__code__.co_filename for fn in functions}
+    assert len(names) == len(functions)
+    for fn in functions:
+        assert linecache.getline(fn.__code__.co_filename, 1).startswith(f"def {fn.__name__}(m):")
