@@ -1,4 +1,4 @@
-"""The control plane's nodes (the reference's `inventory`)."""
+"""The control plane's nodes and registrations (the reference's `inventory` package)."""
 
 from __future__ import annotations
 
