@@ -25,11 +25,10 @@ except ImportError:
         raise  # the `docs` extra, which `dev` includes, is missing
     pytest.skip("the documentation tools need Python 3.11 or newer", allow_module_level=True)
 
-from test_public_api import PUBLIC_MODULES
-
 import llmgw_wire
 from llmgw_wire.mapping import PAIRS, pair_for
 from llmgw_wire.mapping.rules import Constant, Embedded, FromContext, NotCarried, Rule
+from tests.test_public_api import PUBLIC_MODULES
 
 if TYPE_CHECKING:
     from llmgw_wire.mapping import Pair

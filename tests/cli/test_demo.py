@@ -32,11 +32,10 @@ SECRET = "sk-llmgw-demo-0000"
 
 
 def test_the_demo_shows_the_whole_exchange_and_exits_cleanly() -> None:
-    started = time.monotonic()
+    # Bounded by the timeout, a hang fails the test; how long it took is not a behaviour.
     result = subprocess.run(
         DEMO, capture_output=True, text=True, timeout=30, check=False, env=DEMO_ENV
     )
-    elapsed = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     out = result.stdout
@@ -65,7 +64,6 @@ def test_the_demo_shows_the_whole_exchange_and_exits_cleanly() -> None:
     ]:
         assert re.search(line, out), f"{line!r} not in:\n{out}"
     assert SECRET not in out
-    assert elapsed < 10, f"the demo took {elapsed:.1f} s"
 
 
 def test_a_taken_port_is_a_clear_error() -> None:
@@ -135,10 +133,9 @@ def agent_that_hangs(conn: Connection, port: int, timeout: float) -> None:
 def test_a_peer_that_fails_stops_the_demo(agent: object, timeout: float, error: str) -> None:
     out: list[str] = []
     err: list[str] = []
-    started = time.monotonic()
     assert run_demo(timeout=timeout, agent=agent, out=out.append, err=err.append) == 1  # type: ignore[arg-type]
+    # The error says which: a peer that dies is seen as dying, not as a timeout.
     assert err == [error]
-    assert time.monotonic() - started < 50
     # Both children are stopped and reaped, whatever they were doing.
     assert multiprocessing.active_children() == []
 

@@ -23,20 +23,6 @@ import pytest
 from google.protobuf.message import DecodeError as PbDecodeError
 from hypothesis import event, given
 from hypothesis import strategies as st
-from rawwire import (
-    EGROUP,
-    I64,
-    SGROUP,
-    as_go_reads,
-    group,
-    ld,
-    nested_groups,
-    plain_bp2,
-    plain_pb,
-    tag,
-    varint,
-    vi,
-)
 
 import llmgw_wire
 from llmgw_wire import (
@@ -63,6 +49,20 @@ from llmgw_wire.mapping import pair_for
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
 from llmgw_wire.testing.sample import sample_registration
+from tests.support import (
+    EGROUP,
+    I64,
+    SGROUP,
+    as_go_reads,
+    group,
+    ld,
+    nested_groups,
+    plain_bp2,
+    plain_pb,
+    tag,
+    varint,
+    vi,
+)
 
 REGISTER: Any = CLASSES["llmgw.v1.Register"]
 
@@ -359,8 +359,8 @@ def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
     """
     script = (
         "import sys, time, tracemalloc\n"
-        f"sys.path.insert(0, {str(Path(__file__).parents[1])!r})\n"
-        "from rawwire import group, ld, vi\n"
+        f"sys.path.insert(0, {str(Path(__file__).parents[2])!r})\n"
+        "from tests.support import group, ld, vi\n"
         "import llmgw_wire as w\n"
         "from llmgw_wire import v1\n"
         f"data = {_SHAPES[shape]}\n"

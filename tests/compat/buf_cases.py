@@ -15,7 +15,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from compat_cases import CASES, edit
+from tests.compat.compat_cases import CASES, edit
 
 __all__ = ["CORPUS", "Case"]
 

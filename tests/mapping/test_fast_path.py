@@ -26,7 +26,6 @@ import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import given
 from hypothesis import strategies as st
-from rawwire import LEN, ld, tag, varint, vi
 
 from llmgw_wire import (
     DecodeError,
@@ -48,9 +47,10 @@ from llmgw_wire.mapping.rules import Embedded, Message, Messages, Repeated, Scal
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
 from llmgw_wire.testing.sample import sample_command, sample_registration
+from tests.support import LEN, ld, tag, varint, vi
 
 if TYPE_CHECKING:
-    from conftest import WireBackend
+    from tests.support import WireBackend
 
 REGISTER: Any = CLASSES["llmgw.v1.Register"]
 START_SHARD: Any = CLASSES["llmgw.v1.StartShard"]

@@ -31,7 +31,7 @@ from llmgw_wire import (
 from llmgw_wire.testing.sample import sample_command, sample_node
 
 if TYPE_CHECKING:
-    from conftest import WireBackend
+    from tests.support import WireBackend
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
