@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmgw_wire.errors import EncodeError, format_path
+from llmgw_wire.errors import EncodeError, format_path, shown
 from llmgw_wire.mapping.rules import Messages, Path, Rule
 from llmgw_wire.mapping.secrets import is_secret
 from llmgw_wire.mapping.table import flat_fields, pair_for
@@ -41,12 +41,9 @@ class _TableWalk:
             for attrs in others:
                 got = _resolve(value, attrs)
                 if got != want:
-                    shown_want = "the value" if secret else repr(want)
-                    expected = (
-                        f"{shown_want} as at `{format_path((*path, *first))}`"
-                        " (both are one wire field)"
-                    )
-                    raise EncodeError(expected, got, (*path, *attrs), secret=secret)
+                    where = (*path, *first)
+                    why = "both are one wire field"
+                    raise _disagreement(want, where, got, (*path, *attrs), why, secret=secret)
 
     def context(self, value: Any, rule: Messages, path: Path) -> None:
         """Each item's attributes that the enclosing message carries must agree with it."""
@@ -58,12 +55,9 @@ class _TableWalk:
             for i, item in enumerate(getattr(value, rule.attr)):
                 got = getattr(item, attr)
                 if got != want:
-                    shown_want = "the value" if secret else repr(want)
-                    expected = (
-                        f"{shown_want} as at `{format_path((*path, *where))}` (the wire "
-                        "carries it once, in the enclosing message)"
-                    )
-                    raise EncodeError(expected, got, (*path, rule.attr, i, attr), secret=secret)
+                    why = "the wire carries it once, in the enclosing message"
+                    at = (*path, rule.attr, i, attr)
+                    raise _disagreement(want, (*path, *where), got, at, why, secret=secret)
 
     def _explain(self, rule: Rule, value: object, path: Path) -> EncodeError | None:
         # The error, returned rather than raised, so that the caller can
@@ -95,6 +89,15 @@ def explain_value(value: Any, path: Path = ()) -> None:
 def explain_wire(message: object, domain: type, path: Path, message_type: str) -> None:
     """Raise the precise `DecodeError` for the first wire value with no domain value."""
     _WALK.wire(message, domain, path, message_type)
+
+
+def _disagreement(
+    want: object, want_at: Path, got: object, got_at: Path, why: str, *, secret: bool
+) -> EncodeError:
+    """Two attributes that the wire carries as one value, and that disagree."""
+    shown_want = "the value" if secret else shown(want)
+    expected = f"{shown_want} as at `{format_path(want_at)}` ({why})"
+    return EncodeError(expected, got, got_at, secret=secret)
 
 
 def _is_secret_path(value: object, attrs: tuple[str, ...]) -> bool:
