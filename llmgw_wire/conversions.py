@@ -9,7 +9,11 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from llmgw_wire.codec.cattrs_converter import converter, structure_with_context
+from llmgw_wire.codec.cattrs_converter import (
+    converter,
+    structure_with_context,
+    unstructure_with_context,
+)
 from llmgw_wire.domain import (
     AdoptedShard,
     FabricAttachment,
@@ -165,9 +169,9 @@ def running_shard_from_spec(spec: ShardSpec, state: State) -> RunningShard:
     The compute placement travels when the spec has one (and only then); the
     model is the name the engine serves, or its model path when it has none.
     """
-    message: RunningShard = converter.unstructure(AdoptedShard.from_spec(spec, state))
     # Every rank reports its leader, not only the leader itself.
-    message.leader_addr = spec.leader_addr
+    shard = AdoptedShard.from_spec(spec, state)
+    message: RunningShard = unstructure_with_context(shard, leader_addr=spec.leader_addr)
     return message
 
 

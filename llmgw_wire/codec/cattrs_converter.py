@@ -33,6 +33,7 @@ __all__ = [
     "not_top_level",
     "structure_with_context",
     "top_level",
+    "unstructure_with_context",
     "wire_class",
 ]
 
@@ -112,6 +113,15 @@ def structure_with_context(message: Any, domain: type[T], **context: str) -> T:
     An adopted shard's `node_id`, for instance, is the registration's.
     """
     return _hooks()[0][domain](message, domain, **context)  # type: ignore[no-any-return]
+
+
+def unstructure_with_context(value: object, **wire: object) -> Any:
+    """Like `converter.unstructure`, with wire fields a domain value does not hold.
+
+    An agent reports its leader's address for a shard of every rank
+    (`leader_addr`), where the domain holds it for rank 0 only, in its endpoint.
+    """
+    return _hooks()[1][type(value)](value, **wire)
 
 
 def wire_class(domain: type) -> type[betterproto2.Message]:

@@ -19,7 +19,9 @@ from llmgw_wire.mapping.explain import explain_value, explain_wire
 __all__ = ["explain_decode", "explain_encode"]
 
 
-def explain_encode(domain: type, value: object, *_: object) -> EncodeError | InternalError:
+def explain_encode(
+    domain: type, value: object, *_: object, **__: object
+) -> EncodeError | InternalError:
     """The error for `value`, a `domain` value that compiled code refused."""
     if type(value) is not domain:
         return EncodeError(domain.__name__, value, ())

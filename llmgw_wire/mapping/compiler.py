@@ -161,7 +161,10 @@ class Betterproto2(_Classes):
         cls = g.const(wire_class)
         args = ",\n        ".join(f"{wire}={expr}" for wire, expr in fields)
         body = "\n".join(g.lines)
-        return f"def u_{domain.__name__}(d):\n{body}\n    return {cls}(\n        {args},\n    )\n"
+        return (
+            f"def u_{domain.__name__}(d{g.signature()}):\n{body}\n"
+            f"    return {cls}(\n        {args},\n    )\n"
+        )
 
 
 @attrs.frozen
@@ -247,8 +250,9 @@ class Upb(_Classes):
         name = domain.__name__
         body = "\n".join([*g.lines, *(f"    {line}" for line in assigns)])
         return (
-            f"def f_{name}(d, m):\n{body}\n\n\n"
-            f"def u_{name}(d):\n    m = {g.const(wire_class)}()\n    f_{name}(d, m)\n    return m\n"
+            f"def f_{name}(d, m{g.signature()}):\n{body}\n\n\n"
+            f"def u_{name}(d{g.signature()}):\n    m = {g.const(wire_class)}()\n"
+            f"    f_{name}(d, m{g.passed()})\n    return m\n"
         )
 
 
@@ -391,6 +395,20 @@ class UnstructureGen:
         self.placeholders: dict[str, _SubMessage] = {}
         #: The domain model whose attributes are being read (a nested one, inline).
         self.domain: type = object
+        #: Keyword parameters of the function, each a wire field a caller may give.
+        self.params: list[str] = []
+
+    def param(self, name: str) -> None:
+        """Take the wire field `name` as a keyword parameter, None by default."""
+        self.params.append(name)
+
+    def signature(self) -> str:
+        """The keyword parameters, as they follow `d` (or `d, m`) in a `def`."""
+        return "".join(f", {p}=None" for p in self.params)
+
+    def passed(self) -> str:
+        """The keyword parameters, passed on to an inner function."""
+        return "".join(f", {p}={p}" for p in self.params)
 
     def unstructure_fn(self, domain: type) -> str:
         return f"u_{domain.__name__}"

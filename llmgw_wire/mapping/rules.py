@@ -626,7 +626,11 @@ class LeaderEndpoint(Rule):
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         rank, port = self._siblings(g.rules(g.domain))
-        return [(self.wire, f"_leader_addr({obj}.{self.attr}, {obj}.{rank}, {obj}.{port})")]
+        # A caller may give the address itself: an agent reports its leader's
+        # for every rank, which no domain value but rank 0's holds.
+        g.param(self.wire)
+        derived = f"_leader_addr({obj}.{self.attr}, {obj}.{rank}, {obj}.{port})"
+        return [(self.wire, f"({derived} if {self.wire} is None else {self.wire})")]
 
     def explain_in(self, owner: object, path: Path, walk: Walk) -> None:
         rank, port = self._siblings(walk.rules(type(owner)))
