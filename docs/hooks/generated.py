@@ -53,6 +53,7 @@ from llmgw_wire.mapping import ENVELOPES, PAIRS, Pair, pair_for
 from llmgw_wire.mapping.rules import (
     Constant,
     Embedded,
+    FieldRule,
     FromContext,
     Message,
     Messages,
@@ -204,7 +205,7 @@ def _cell(text: str) -> str:
 
 def _rule_text(pair: Pair, rule: Rule, path: tuple[str, ...]) -> str:
     parts = [f"{rule.describe()}"]
-    if rule.made_of() == (rule.wire,) and rule.wire != rule.attr:
+    if isinstance(rule, FieldRule) and rule.made_of() == (rule.wire,) and rule.wire != rule.attr:
         parts.insert(0, "renamed")
     nested = _nested(rule)
     if nested is not None:
@@ -237,7 +238,7 @@ def _rows(
             yield "", "*none*", attr, text, ""
         elif isinstance(rule, FromContext):
             yield "", "*the enclosing message's*", attr, text, ""
-        else:
+        elif isinstance(rule, FieldRule):
             if rule.wire not in fields:
                 raise PluginError(
                     f"{pair.domain.__name__}.{rule.attr}: {message} has no field {rule.wire!r}"

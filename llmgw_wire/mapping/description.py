@@ -125,7 +125,11 @@ def _rule_classes() -> dict[str, type[_rules.Rule]]:
 def _upgraded(description: dict[str, Any]) -> dict[str, Any]:
     """A description in the current format: format 1's class names read as rule kinds.
 
-    A field a rule has gained since keeps its default, so that it reads as unchanged.
+    A field a rule has gained since keeps its default, so that it reads as
+    unchanged. Format 1 gave every rule a `wire`; a rule not carried by a field
+    of its own message now says what it meant under its own name (`source`,
+    the enclosing message's field; `message`, the message without one), or
+    nothing.
     """
     if description.get("format") != 1:
         return description
@@ -136,6 +140,12 @@ def _upgraded(description: dict[str, Any]) -> dict[str, Any]:
         for old in pair["rules"]:
             cls = classes[old["rule"]]
             entry = {**old, "rule": cls.rule_kind}
+            names = {field.name for field in attrs.fields(cls)}
+            if "wire" in entry and "wire" not in names:
+                wire = entry.pop("wire")
+                meant = next((name for name in ("source", "message") if name in names), None)
+                if meant is not None:
+                    entry[meant] = wire
             for field in attrs.fields(cls):
                 if field.name not in entry and field.default is not attrs.NOTHING:
                     entry[field.name] = _value(field.default)

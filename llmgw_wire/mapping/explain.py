@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmgw_wire.errors import EncodeError, format_path, shown
-from llmgw_wire.mapping.rules import Messages, Path, Rule
+from llmgw_wire.mapping.rules import FieldRule, Messages, Path, Rule
 from llmgw_wire.mapping.secrets import is_secret
 from llmgw_wire.mapping.table import flat_fields, pair_for
 
@@ -71,7 +71,7 @@ class _TableWalk:
 
     def wire(self, message: object, domain: type, path: Path, message_type: str) -> None:
         for rule in pair_for(domain).rules:
-            sub_path = path if rule.embedded_in_parent else (*path, rule.wire)
+            sub_path = (*path, rule.wire) if isinstance(rule, FieldRule) else path
             rule.explain_structure(message, sub_path, message_type, self)
 
     def rules(self, domain: type) -> tuple[Rule, ...]:

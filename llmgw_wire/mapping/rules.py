@@ -36,6 +36,7 @@ __all__ = [
     "Constant",
     "Embedded",
     "EpochMillis",
+    "FieldRule",
     "FromContext",
     "Invalid",
     "LeaderEndpoint",
@@ -208,7 +209,7 @@ class Walk(Protocol):
 def attr_for_wire(rules: tuple[Rule, ...], wire: str) -> str:
     """The attribute that the wire field `wire` carries, among `rules`."""
     for rule in rules:
-        if rule.wire == wire and not isinstance(rule, Embedded):
+        if isinstance(rule, FieldRule) and rule.wire == wire:
             return rule.attr
     raise KeyError(wire)
 
@@ -216,17 +217,16 @@ def attr_for_wire(rules: tuple[Rule, ...], wire: str) -> str:
 def wire_kind(rules: tuple[Rule, ...], wire: str) -> str:
     """The kind of value (`int32`, `string`, ..., `repeated`) of the wire field `wire`."""
     for rule in rules:
-        if rule.wire == wire:
+        if isinstance(rule, FieldRule) and rule.wire == wire:
             return rule.kind if isinstance(rule, Scalar) else "repeated"
     raise KeyError(wire)
 
 
 @frozen
 class Rule:
-    """How one domain attribute, `attr`, is carried by the wire field `wire`."""
+    """How one domain attribute, `attr`, travels (or does not) on the wire."""
 
     attr: str
-    wire: str
 
     #: What kind of rule it is: the closed set of `RuleKind`, what the
     #: mapping's description (`llmgw_wire.mapping.description`) records.
@@ -263,7 +263,7 @@ class Rule:
 
         A secret field makes the attribute secret (`llmgw_wire.mapping.secrets`).
         """
-        return (self.wire,) if self.wire else ()
+        return ()
 
     def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
         """Raise `DecodeError` if the wire value does not make a domain value."""
@@ -274,7 +274,17 @@ class Rule:
 
 
 @frozen
-class Scalar(Rule):
+class FieldRule(Rule):
+    """A rule whose attribute is carried by `wire`, a field of the pair's own message."""
+
+    wire: str
+
+    def made_of(self) -> tuple[str, ...]:
+        return (self.wire,)
+
+
+@frozen
+class Scalar(FieldRule):
     """A scalar field: `int32`, `int64`, `string` or `bool`, range-checked when encoding."""
 
     rule_kind: ClassVar[RuleKind] = "scalar"
@@ -302,7 +312,7 @@ class Scalar(Rule):
 
 
 @frozen
-class Repeated(Rule):
+class Repeated(FieldRule):
     """A repeated scalar field: a tuple in the domain, each item checked when encoding."""
 
     rule_kind: ClassVar[RuleKind] = "repeated"
@@ -330,7 +340,7 @@ class Repeated(Rule):
 
 
 @frozen
-class StrMap(Rule):
+class StrMap(FieldRule):
     """A `map<string, string>` field: a dict in the domain, copied both ways."""
 
     rule_kind: ClassVar[RuleKind] = "map"
@@ -361,7 +371,7 @@ class StrMap(Rule):
 
 
 @frozen
-class Message(Rule):
+class Message(FieldRule):
     """A sub-message carried by its own pair (`domain`).
 
     Optional: None in the domain exactly when the field is unset on the wire.
@@ -403,7 +413,7 @@ class Message(Rule):
 
 
 @frozen
-class Messages(Rule):
+class Messages(FieldRule):
     """A repeated sub-message: a tuple of the pair's domain values.
 
     `context` names keyword arguments passed to each item's structure function
@@ -503,7 +513,7 @@ class Embedded(Rule):
 
 
 @frozen
-class StateEnum(Rule):
+class StateEnum(FieldRule):
     """The shard state enum; a number this side does not know decodes as FAILED."""
 
     rule_kind: ClassVar[RuleKind] = "state"
@@ -528,7 +538,7 @@ class StateEnum(Rule):
 
 
 @frozen
-class Millis(Rule):
+class Millis(FieldRule):
     """A `timedelta` carried as whole milliseconds in an int64."""
 
     rule_kind: ClassVar[RuleKind] = "millis"
@@ -562,7 +572,7 @@ class Millis(Rule):
 
 
 @frozen
-class EpochMillis(Rule):
+class EpochMillis(FieldRule):
     """An aware `datetime` carried as whole milliseconds since the Unix epoch."""
 
     rule_kind: ClassVar[RuleKind] = "epoch-millis"
@@ -600,7 +610,7 @@ class EpochMillis(Rule):
 
 
 @frozen
-class LeaderEndpoint(Rule):
+class LeaderEndpoint(FieldRule):
     """The reference's endpoint rule: an URL made of three wire fields.
 
     `wire` is the leader's address; `rank` and `port` are the wire fields of
@@ -676,6 +686,9 @@ class FromContext(Rule):
 
     rule_kind: ClassVar[RuleKind] = "from-context"
 
+    #: The field of the enclosing message that supplies it.
+    source: str = ""
+
     def structure_expr(self, g: StructureGen) -> str:
         g.param(self.attr)
         return self.attr
@@ -683,11 +696,8 @@ class FromContext(Rule):
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
         return []
 
-    def made_of(self) -> tuple[str, ...]:
-        return ()
-
     def describe(self) -> str:
-        return f"not on this message; taken from `{self.wire}` of the enclosing one"
+        return f"not on this message; taken from `{self.source}` of the enclosing one"
 
 
 @frozen
@@ -699,6 +709,9 @@ class NotCarried(Rule):
 
     rule_kind: ClassVar[RuleKind] = "not-carried"
 
+    #: The message that has no field for it, for the error and the reference.
+    message: str = ""
+
     def structure_expr(self, g: StructureGen) -> str:
         return "None"
 
@@ -708,13 +721,10 @@ class NotCarried(Rule):
 
     def explain(self, value: object, path: Path, walk: Walk) -> None:
         if value is not None:
-            raise EncodeError(f"None ({self.wire} does not carry it)", value, path)
-
-    def made_of(self) -> tuple[str, ...]:
-        return ()
+            raise EncodeError(f"None ({self.message} does not carry it)", value, path)
 
     def describe(self) -> str:
-        return f"not carried by {self.wire}: decodes as None, and must be None to encode"
+        return f"not carried by {self.message}: decodes as None, and must be None to encode"
 
 
 def leader_addr(endpoint: object, rank: object, port: object) -> str:
