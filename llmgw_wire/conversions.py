@@ -72,7 +72,8 @@ def register_from_node(node: Node, shards: Iterable[AdoptedShard] = ()) -> Regis
     The exact inverse of `node_from_register` and `adopted_from_register`
     for every node whose state is READY and whose shards belong to it.
     """
-    return converter.unstructure(Registration(node, tuple(shards)))  # type: ignore[no-any-return]
+    register: Register = converter.unstructure(Registration(node, tuple(shards)))
+    return register
 
 
 def adopted_from_register(node_id: str, shards: Iterable[RunningShard]) -> list[AdoptedShard]:
@@ -177,7 +178,8 @@ def running_shard_from_spec(spec: ShardSpec, state: State) -> RunningShard:
 
 def start_shard_from_command(command: ShardCommand) -> StartShard:
     """The wire command for a reconciler's decision to start a shard."""
-    return converter.unstructure(command)  # type: ignore[no-any-return]
+    message: StartShard = converter.unstructure(command)
+    return message
 
 
 def command_from_start_shard(message: StartShard) -> ShardCommand:

@@ -32,7 +32,6 @@ from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.errors import EncodeError, JSONError, Redacted, shown
 from llmgw_wire.mapping import PAIRS, is_secret
-from llmgw_wire.mapping.rules import StrMap
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -179,28 +178,16 @@ def _is_secret(cls: type, name: str) -> bool:
     return attrs.has(cls) and is_secret(cls, name)
 
 
-def _secret_at(value: object, path: Path) -> bool:
-    """Whether `path` inside `value` is at or below a secret attribute."""
-    for step in path:
-        if isinstance(step, str) and attrs.has(type(value)) and _is_secret(type(value), step):
-            return True
-        try:
-            value = getattr(value, step) if isinstance(step, str) else value[step]  # type: ignore[index]
-        except (AttributeError, LookupError, TypeError):
-            return False
-    return False
-
-
-def _secret_prefix(value: object, path: Path) -> Path:
-    """`path` cut at the secret attribute it goes through, if any."""
+def _secret_cut(value: Any, path: Path) -> Path | None:
+    """`path` cut after the secret attribute it goes through, or None if it goes through none."""
     for i, step in enumerate(path):
         if isinstance(step, str) and _is_secret(type(value), step):
             return path[: i + 1]
         try:
-            value = getattr(value, step) if isinstance(step, str) else value[step]  # type: ignore[index]
+            value = getattr(value, step) if isinstance(step, str) else value[step]
         except (AttributeError, LookupError, TypeError):
-            break
-    return path
+            return None
+    return None
 
 
 # --- unstructuring: exact or refused -----------------------------------------------
@@ -361,8 +348,8 @@ class _JSONConverter(JsonConverter):
 
 
 def _refused(obj: object, expected: str, got: object, path: Path) -> EncodeError:
-    secret = _secret_at(obj, path)
-    return EncodeError(expected, got, _secret_prefix(obj, path) if secret else path, secret=secret)
+    cut = _secret_cut(obj, path)
+    return EncodeError(expected, got, path if cut is None else cut, secret=cut is not None)
 
 
 _NESTED: ContextVar[bool] = ContextVar("llmgw_wire_json_nested", default=False)
@@ -578,7 +565,7 @@ def _items(plain: object, limit: int) -> int:
 
 # The attributes whose JSON objects are maps: their entries count as elements.
 _MAP_ATTRIBUTES = frozenset(
-    rule.attr for pair in PAIRS for rule in pair.rules if isinstance(rule, StrMap)
+    rule.attr for pair in PAIRS for rule in pair.rules if rule.rule_kind == "map"
 )
 
 # Every attribute name of the domain models: any other key is unknown.

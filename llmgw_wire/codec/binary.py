@@ -172,9 +172,11 @@ def decode(
     wire_name = _WIRE_NAMES.get(into)
     if wire_name is not None:
         # Parsed by upb, within the limits; betterproto2's parser never sees the bytes.
-        return build(parse(data, wire_name, max_size, max_items), wire_name)  # type: ignore[no-any-return]
+        wire: T = build(parse(data, wire_name, max_size, max_items), wire_name)
+        return wire
     name, structure = _upb_decoders().get(into) or not_top_level(into)
-    return structure(parse(data, name, max_size, max_items))  # type: ignore[no-any-return]
+    value: T = structure(parse(data, name, max_size, max_items))
+    return value
 
 
 @cache

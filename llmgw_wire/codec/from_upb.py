@@ -50,7 +50,8 @@ def _enum_class(full_name: str) -> type:
     # betterproto2 names a nested enum after its message: ShardStatus.State -> ShardStatusState.
     from llmgw_wire import v1
 
-    return getattr(v1, full_name.removeprefix("llmgw.v1.").replace(".", ""))  # type: ignore[no-any-return]
+    enum: type = getattr(v1, full_name.removeprefix("llmgw.v1.").replace(".", ""))
+    return enum
 
 
 def _upb_string_order(item: tuple[str, object]) -> bytes:
