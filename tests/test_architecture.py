@@ -213,3 +213,21 @@ def test_the_command_line_imports_no_private_name() -> None:
             if any(p.startswith("_") and p not in {"_version", "__version__"} for p in parts):
                 offenders.append(f"{name}: from {node.module} import ...")
     assert offenders == []
+
+
+#: Where the mapping's rules are defined and the table written with them.
+RULES_AND_TABLE = {PACKAGE / "mapping" / "rules.py", PACKAGE / "mapping" / "table.py"}
+
+
+def test_the_leader_endpoint_rule_is_read_as_data_outside_the_mapping() -> None:
+    # Every reader (the backends, the explainer, the secrets, the description)
+    # asks the rule what it carries; none names it or its fields.
+    offenders = [
+        f"{path.name}:{node.lineno}"
+        for _, path in _modules()
+        if path not in RULES_AND_TABLE
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.Name) and node.id == "LeaderEndpoint")
+        or (isinstance(node, ast.Constant) and node.value == "leader_addr")
+    ]
+    assert offenders == []
