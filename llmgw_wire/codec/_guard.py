@@ -15,13 +15,16 @@ locals hold the value) in its traceback.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from llmgw_wire.codec.explain import explain_decode, explain_encode
 from llmgw_wire.mapping.rules import Invalid
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from google.protobuf.descriptor import Descriptor
+    from google.protobuf.message import Message
 
 __all__ = [
     "REFUSED",
@@ -80,7 +83,9 @@ def guarded_structure(fast: Callable[P, R], domain: type) -> Callable[P, R]:
     return guarded(fast, partial(explain_decode, domain), f"structure_{domain.__name__}")
 
 
-def serializer(message_class: Any, reach: Any = None) -> Callable[[Any], bytes]:
+def serializer(
+    message_class: type[Message], reach: Descriptor | None = None
+) -> Callable[[Message], bytes]:
     """How a message of the upb class `message_class` becomes bytes.
 
     Deterministic serialisation only orders map entries, and its keyword alone
@@ -94,7 +99,7 @@ def serializer(message_class: Any, reach: Any = None) -> Callable[[Any], bytes]:
     return serialize
 
 
-def reaches_map(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+def reaches_map(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bool:
     """Whether a message of `descriptor` can hold a map, at any depth."""
     for field in descriptor.fields:
         sub = field.message_type

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import betterproto2
+    from google.protobuf.message import Message
 
 __all__ = ["compiled_upb", "decode", "encode", "parse"]
 
@@ -81,7 +82,7 @@ def _upb_encoder(domain: type) -> Callable[[Any], bytes]:
 
 
 def _make_encoder(
-    domain: type, fill: Callable[[Any, Any], None], message_class: Any
+    domain: type, fill: Callable[[Any, Message], None], message_class: type[Message]
 ) -> Callable[[Any], bytes]:
     serialize = serializer(message_class)
 
@@ -119,7 +120,7 @@ def parse(
     return message
 
 
-def _parse_as(message_class: Any, raw: bytes, name: str) -> Any:
+def _parse_as(message_class: type[Message], raw: bytes, name: str) -> Any:
     message = message_class()
     try:
         message.ParseFromString(raw)
