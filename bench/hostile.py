@@ -34,7 +34,7 @@ __all__ = ["JSON_SHAPES", "QUICK_SHAPES", "SHAPES", "Cell", "run_all", "table"]
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Each shape: what it is, and the Python expression that builds it at `size` bytes
-#: (evaluated with tests/rawwire.py's helpers in scope).
+#: (evaluated with the helpers of tests/support.py in scope).
 SHAPES: dict[str, tuple[str, str]] = {
     "unknown fields": (
         "valid unknown varint fields, 3 bytes each",
@@ -95,8 +95,8 @@ QUICK_SHAPES = ("unknown fields", "many tiny elements", "cut at the end", "json:
 
 _PROLOGUE = """
 import contextlib, io, os, resource, sys, time, tracemalloc
-sys.path.insert(0, {tests!r})
-from rawwire import group, ld, nested_groups, tag, varint, vi
+sys.path.insert(0, {root!r})
+from tests.support import group, ld, nested_groups, tag, varint, vi
 import llmgw_wire as w
 from llmgw_wire import v1, Registration
 from llmgw_wire.codec.json import from_json
@@ -201,7 +201,7 @@ def _bound(outcome: str) -> str:
 
 
 def _one(shape: str, expr: str, path: str, size: int, tmp: Path) -> Cell:
-    script = _PROLOGUE.format(tests=str(ROOT / "tests"), size=size, expr=expr)
+    script = _PROLOGUE.format(root=str(ROOT), size=size, expr=expr)
     script += _BODY.replace("{call}", _PATHS[path])
     done = subprocess.run(
         [sys.executable, "-c", script],

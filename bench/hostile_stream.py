@@ -71,7 +71,7 @@ _ATTACK = """
 import asyncio, gzip, sys, time
 import grpc, grpc.aio
 sys.path.insert(0, {tests!r})
-from rawwire import ld, vi
+from tests.support import ld, vi
 from llmgw_wire.v1 import AgentMessage, Gpu, Register
 
 TARGET, SCENARIO, SECONDS = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -210,7 +210,7 @@ def run_scenario(scenario: str, seconds: float, source: Path) -> Result:
         before = _status(plane.pid, "VmRSS")
         attacker = None
         if scenario != "idle":
-            script = _ATTACK.format(tests=str(ROOT / "tests"))
+            script = _ATTACK.format(tests=str(ROOT))
             attacker = subprocess.Popen(
                 # It holds on a little longer than the agent measures.
                 [sys.executable, "-c", script, target, scenario, str(seconds + 8)],

@@ -9,13 +9,16 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from llmgw_wire.codec.cattrs_converter import converter, structure_with_context
+from llmgw_wire.codec.cattrs_converter import (
+    converter,
+    structure_with_context,
+    unstructure_with_context,
+)
 from llmgw_wire.domain import (
     AdoptedShard,
     FabricAttachment,
     Inventory,
     Node,
-    NodeState,
     Registration,
     ShardCommand,
     ShardSpec,
@@ -34,6 +37,7 @@ __all__ = [
     "node_from_register",
     "register_from_inventory",
     "register_from_node",
+    "registration_from_inventory",
     "running_shard_from_spec",
     "shard_spec_from_start",
     "start_shard_from_command",
@@ -68,7 +72,8 @@ def register_from_node(node: Node, shards: Iterable[AdoptedShard] = ()) -> Regis
     The exact inverse of `node_from_register` and `adopted_from_register`
     for every node whose state is READY and whose shards belong to it.
     """
-    return converter.unstructure(Registration(node, tuple(shards)))  # type: ignore[no-any-return]
+    register: Register = converter.unstructure(Registration(node, tuple(shards)))
+    return register
 
 
 def adopted_from_register(node_id: str, shards: Iterable[RunningShard]) -> list[AdoptedShard]:
@@ -78,6 +83,47 @@ def adopted_from_register(node_id: str, shards: Iterable[RunningShard]) -> list[
     placement is carried when the agent reported one.
     """
     return [structure_with_context(shard, AdoptedShard, node_id=node_id) for shard in shards]
+
+
+def registration_from_inventory(
+    node_id: str,
+    hostname: str,
+    mgmt_addr: str,
+    agent_version: str,
+    inventory: Inventory,
+    *,
+    labels: Mapping[str, str] | None = None,
+    fabrics: Iterable[FabricAttachment] = (),
+    running: Iterable[tuple[ShardSpec, State]] = (),
+    features: Iterable[str] = (),
+    engine_versions: Mapping[str, str] | None = None,
+    engines_probed: bool = False,
+    cpu_count: int | None = None,
+) -> Registration:
+    """The `Registration` an agent sends: what it discovered, and the shards it runs.
+
+    Built from domain values alone. `running` gives each shard's spec and
+    state, as the shard store keeps them (`[(s.spec, s.state) for s in
+    states]`); each becomes the shard the control plane adopts, compute
+    placement included. The result is what the control plane decodes from
+    the same registration. `cpu_count` defaults to this host's
+    (`os.cpu_count()`), as the reference uses the runtime's.
+    """
+    node = Node.from_inventory(
+        inventory,
+        id=node_id,
+        hostname=hostname,
+        mgmt_addr=mgmt_addr,
+        agent_version=agent_version,
+        cpu_count=os.cpu_count() or 0 if cpu_count is None else cpu_count,
+        labels=labels,
+        fabrics=fabrics,
+        features=features,
+        engine_versions=engine_versions,
+        engines_probed=engines_probed,
+    )
+    shards = tuple(AdoptedShard.from_spec(spec, state, node_id) for spec, state in running)
+    return Registration(node, shards)
 
 
 def register_from_inventory(
@@ -95,30 +141,24 @@ def register_from_inventory(
     engines_probed: bool = False,
     cpu_count: int | None = None,
 ) -> Register:
-    """The registration an agent sends: what it discovered and what it runs.
+    """The wire registration an agent sends: what it discovered and what it runs.
 
-    `cpu_count` defaults to this host's (`os.cpu_count()`), as the reference
-    uses the runtime's. Unlike the reference, the host description is sent.
+    The reference's function: `registration_from_inventory` gives the same
+    as domain values. Unlike the reference, the host description is sent.
     """
-    node = Node(
-        id=node_id,
-        hostname=hostname,
-        mgmt_addr=mgmt_addr,
-        labels=dict(labels),
-        state=NodeState.READY,
-        agent_version=agent_version,
-        features=tuple(features),
-        engine_versions=dict(engine_versions or {}),
+    node = registration_from_inventory(
+        node_id,
+        hostname,
+        mgmt_addr,
+        agent_version,
+        inventory,
+        labels=labels,
+        fabrics=fabrics,
+        features=features,
+        engine_versions=engine_versions,
         engines_probed=engines_probed,
-        memory_total_mb=inventory.memory_total_mb,
-        cpu_count=os.cpu_count() or 0 if cpu_count is None else cpu_count,
-        host=inventory.host,
-        weights=inventory.weights,
-        storage=inventory.storage,
-        gpus=inventory.gpus,
-        imex=inventory.imex,
-        fabrics=tuple(fabrics),
-    )
+        cpu_count=cpu_count,
+    ).node
     register: Register = converter.unstructure(node)
     register.running_shards = list(running)
     return register
@@ -130,30 +170,16 @@ def running_shard_from_spec(spec: ShardSpec, state: State) -> RunningShard:
     The compute placement travels when the spec has one (and only then); the
     model is the name the engine serves, or its model path when it has none.
     """
-    shard = AdoptedShard(
-        replica_id=spec.replica_id,
-        shard_id=spec.shard_id,
-        rank=spec.rank,
-        gpu_indices=spec.gpu_indices,
-        hcas=spec.hcas,
-        http_port=spec.http_port,
-        state=state,
-        model=spec.profile.served_model_name or spec.profile.model_path,
-        profile=spec.profile.name,
-        pool=spec.pool,
-        fabric=spec.fabric,
-        profile_fp=spec.profile_fp,
-        compute=spec.compute,
-    )
-    message: RunningShard = converter.unstructure(shard)
     # Every rank reports its leader, not only the leader itself.
-    message.leader_addr = spec.leader_addr
+    shard = AdoptedShard.from_spec(spec, state)
+    message: RunningShard = unstructure_with_context(shard, leader_addr=spec.leader_addr)
     return message
 
 
 def start_shard_from_command(command: ShardCommand) -> StartShard:
     """The wire command for a reconciler's decision to start a shard."""
-    return converter.unstructure(command)  # type: ignore[no-any-return]
+    message: StartShard = converter.unstructure(command)
+    return message
 
 
 def command_from_start_shard(message: StartShard) -> ShardCommand:

@@ -15,6 +15,7 @@
     |   |                          (`reason`); a rotated certificate may fix it
     |   +-- MessageRejected        INVALID_ARGUMENT: the peer refused a message as invalid
     |   +-- RegistrationTimeout    DEADLINE_EXCEEDED of the control plane's registration deadline
+    +-- InternalError              the library disagreeing with itself: a bug to report
     +-- UsageError (RuntimeError)  a programming error: asked for what cannot be done now
     |   +-- StreamClosed           sending on a session whose side is closed, or whose call is over
     +-- CompatError                (`llmgw_wire.compat`) a schema the checker cannot read or find
@@ -49,6 +50,7 @@ from collections.abc import Mapping
 __all__ = [
     "DecodeError",
     "EncodeError",
+    "InternalError",
     "JSONError",
     "MessageRejected",
     "PeerUnavailable",
@@ -122,8 +124,8 @@ def _json_kind(value: object) -> str:
 def shown(value: object, *, secret: bool = False, spelling: str = "python") -> str:
     """`value` as an error shows it to a human: the one renderer of the library.
 
-    * A secret is never shown, only its type: `<secret bytes, not shown>`
-      (`a string (a secret, not shown)` in JSON spelling).
+    * A secret is never shown, only its type, in one placeholder for every
+      surface (reprs, errors, command-line output): `<secret str, not shown>`.
     * Scalars (None, bool, int, float, str, bytes, enum members, dates and
       durations) as their `repr` (or as JSON spells them, with
       `spelling="json"`), cut short at `LONGEST_SHOWN` characters; an int of
@@ -140,8 +142,6 @@ def shown(value: object, *, secret: bool = False, spelling: str = "python") -> s
     if isinstance(value, Redacted):
         return repr(value)
     if secret:
-        if spelling == "json":
-            return f"{_json_kind(value)} (a secret, not shown)"
         return repr(Redacted(type(value).__name__))
     if isinstance(value, int) and value.bit_length() > _LONGEST_INT_BITS:
         return f"an int of {value.bit_length()} bits"
@@ -232,6 +232,35 @@ class DecodeError(WireError, ValueError):
 
     def __reduce__(self) -> tuple[type[DecodeError], tuple[str, str, tuple[str | int, ...]]]:
         return type(self), (self.message_type, self.reason, self.path)
+
+
+class InternalError(WireError):
+    """The fast path refused a value that the mapping's explanation accepts.
+
+    The compiled conversion functions and the explaining walk of the mapping
+    are two readings of one table; this error says they disagree about a
+    value, which is a bug in the library, not bad input. It names the type
+    and the path of the value, never the value itself (it may hold a secret).
+
+    Attributes:
+        type_name: the domain model or message type refused.
+        path: where the refused value is.
+        direction: "encode" or "decode".
+    """
+
+    def __init__(
+        self, type_name: str, path: tuple[str | int, ...] = (), direction: str = "encode"
+    ) -> None:
+        self.type_name = type_name
+        self.path = path
+        self.direction = direction
+        super().__init__(
+            f"Internal error: the fast path refused to {direction} a `{type_name}` that the"
+            f" mapping's checks accept - at `{format_path(path)}`; please report it"
+        )
+
+    def __reduce__(self) -> tuple[type[InternalError], tuple[str, tuple[str | int, ...], str]]:
+        return type(self), (self.type_name, self.path, self.direction)
 
 
 class JSONError(DecodeError):

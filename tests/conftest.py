@@ -8,16 +8,11 @@ on each of the two wire backends.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from llmgw_wire import converter, decode, encode
-from llmgw_wire.codec import wire_class
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
+from tests.support import BACKENDS, WireBackend
 
 _BASE = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", _BASE, max_examples=30)
@@ -26,28 +21,6 @@ settings.register_profile("dev", _BASE, max_examples=30)
 settings.register_profile("ci", _BASE, max_examples=100, print_blob=True)
 settings.register_profile("fuzz", _BASE, max_examples=5000, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
-
-
-class WireBackend(NamedTuple):
-    """One of the two wire backends the mapping is compiled for, as bytes in and out."""
-
-    name: str
-    encode: Callable[[Any], bytes]
-    decode: Callable[[bytes, type], Any]
-
-
-def _betterproto2_encode(value: Any) -> bytes:
-    return bytes(converter.unstructure(value))
-
-
-def _betterproto2_decode(data: bytes, model: type) -> Any:
-    return converter.structure(wire_class(model).parse(data), model)
-
-
-BACKENDS = (
-    WireBackend("upb", encode, decode),
-    WireBackend("betterproto2", _betterproto2_encode, _betterproto2_decode),
-)
 
 
 @pytest.fixture(params=BACKENDS, ids=[b.name for b in BACKENDS])

@@ -108,3 +108,126 @@ def test_there_is_no_import_cycle_between_modules(graph: grimp.ImportGraph) -> N
         if module not in index:
             visit(module)
     assert cycles == []
+
+
+#: The one module that runs the fast path under a guard and chooses the serializer.
+GUARD = PACKAGE / "codec" / "_guard.py"
+
+
+def _guard_copies(path: Path) -> list[str]:
+    """Where `path` catches the fast path's refusal, or serialises a upb message, itself."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name) and node.id == "REFUSED":
+            found.append(f"{path.name}:{node.lineno}: names REFUSED")
+        if isinstance(node, ast.Attribute) and node.attr == "SerializeToString":
+            found.append(f"{path.name}:{node.lineno}: calls SerializeToString")
+        if isinstance(node, ast.keyword) and node.arg == "deterministic":
+            found.append(f"{path.name}:{node.lineno}: chooses deterministic")
+    return found
+
+
+def test_one_guarded_call_helper_and_one_serializer_choice() -> None:
+    # "Run the fast path; if it refuses, explain outside the handler" is a
+    # security invariant (upb's refusal can quote a secret): it is written once.
+    offenders = [hit for _, path in _modules() if path != GUARD for hit in _guard_copies(path)]
+    assert offenders == []
+
+
+#: The one place that gives classes a secret-aware repr: the wire classes',
+#: called once by `llmgw_wire.v1`. The domain models mark their secrets themselves.
+REPR_INSTALLER = PACKAGE / "v1" / "redaction.py"
+
+
+def _patches_a_repr(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "setattr"
+        and any(
+            isinstance(arg, ast.Constant) and arg.value in {"__repr__", "__str__"}
+            for arg in node.args
+        )
+    )
+
+
+def test_no_module_patches_a_repr_but_the_wire_layers_one_installer() -> None:
+    offenders = [
+        f"{path.name}:{node.lineno}"  # type: ignore[attr-defined]
+        for _, path in _modules()
+        if path != REPR_INSTALLER
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if _patches_a_repr(node)
+    ]
+    assert offenders == []
+
+
+def _rule_class_names() -> set[str]:
+    from llmgw_wire.mapping.rules import Rule
+
+    names, todo = set(), [Rule]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            names.add(sub.__name__)
+            todo.append(sub)
+    return names
+
+
+def test_no_module_names_a_rule_by_its_class_name_in_a_string() -> None:
+    # What a rule is, is what it carries (`rule_kind`, `made_of`, `flat`):
+    # a class-name string would make renaming a class a change of behaviour.
+    names = _rule_class_names()
+    offenders = []
+    for _, path in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # `__all__` names what a module defines, as it must.
+        exported = {
+            id(constant)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            for constant in ast.walk(node.value)
+        }
+        offenders += [
+            f"{path.name}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in names and id(node) not in exported
+        ]
+    assert offenders == []
+
+
+def test_the_command_line_imports_no_private_name() -> None:
+    # `_cli` parses arguments and prints; what it prints comes from public names.
+    offenders = []
+    for name, path in _modules():
+        if not name.startswith("llmgw_wire._cli"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(
+                "llmgw_wire"
+            ):
+                continue
+            if node.module and node.module.startswith("llmgw_wire._cli"):
+                continue
+            parts = [*(node.module or "").split(".")[1:], *(a.name for a in node.names)]
+            if any(p.startswith("_") and p not in {"_version", "__version__"} for p in parts):
+                offenders.append(f"{name}: from {node.module} import ...")
+    assert offenders == []
+
+
+#: Where the mapping's rules are defined and the table written with them.
+RULES_AND_TABLE = {PACKAGE / "mapping" / "rules.py", PACKAGE / "mapping" / "table.py"}
+
+
+def test_the_leader_endpoint_rule_is_read_as_data_outside_the_mapping() -> None:
+    # Every reader (the backends, the explainer, the secrets, the description)
+    # asks the rule what it carries; none names it or its fields.
+    offenders = [
+        f"{path.name}:{node.lineno}"
+        for _, path in _modules()
+        if path not in RULES_AND_TABLE
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if (isinstance(node, ast.Name) and node.id == "LeaderEndpoint")
+        or (isinstance(node, ast.Constant) and node.value == "leader_addr")
+    ]
+    assert offenders == []

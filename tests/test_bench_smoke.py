@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from test_fast_path import BAD, leaves, replace
 
 from llmgw_wire import (
     EncodeError,
@@ -32,6 +31,7 @@ from llmgw_wire.codec import wire_class
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.testing import strategies as lst
+from tests.mapping.test_fast_path import BAD, leaves, replace
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -26,11 +26,10 @@ except ImportError:
         raise  # the `docs` dependency group, which `dev` includes, is missing
     pytest.skip("the documentation tools need Python 3.11 or newer", allow_module_level=True)
 
-from test_public_api import PUBLIC_MODULES
-
 import llmgw_wire
 from llmgw_wire.mapping import PAIRS, pair_for
-from llmgw_wire.mapping.rules import Constant, Embedded, FromContext, NotCarried, Rule
+from llmgw_wire.mapping.rules import Embedded, FieldRule, Rule
+from tests.test_public_api import PUBLIC_MODULES
 
 if TYPE_CHECKING:
     from llmgw_wire.mapping import Pair
@@ -98,8 +97,7 @@ def expected_rows(pair: Pair, prefix: tuple[str, ...] = ()) -> list[tuple[str, s
     rows: list[tuple[str, str | None]] = []
     for rule in pair.rules:
         path = (*prefix, rule.attr)
-        on_wire = not isinstance(rule, (Constant, Embedded, FromContext, NotCarried))
-        rows.append((".".join(path), rule.wire if on_wire else None))
+        rows.append((".".join(path), rule.wire if isinstance(rule, FieldRule) else None))
         if isinstance(rule, Embedded):
             rows += expected_rows(pair_for(rule.domain), path)
     return rows

@@ -68,7 +68,7 @@ def test_the_sdist_carries_the_schema_and_the_tests(dist: Path) -> None:
 
 
 def test_the_wheel_installs_and_runs_in_a_fresh_environment(dist: Path, tmp_path: Path) -> None:
-    from test_packaging import INDEX_LINE, WHEEL_LINE
+    from tests.test_packaging import INDEX_LINE, WHEEL_LINE
 
     wheel = _one(dist, "llmgw_wire-*.whl")
     env = tmp_path / "venv"

@@ -53,13 +53,14 @@ from llmgw_wire.mapping import ENVELOPES, PAIRS, Pair, pair_for
 from llmgw_wire.mapping.rules import (
     Constant,
     Embedded,
+    FieldRule,
     FromContext,
-    LeaderEndpoint,
     Message,
     Messages,
     NotCarried,
     Rule,
 )
+from llmgw_wire.mapping.table import mapped_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -83,7 +84,6 @@ HOME_MODULES = (
 )
 
 # Rules whose attribute is not carried by a wire field of its own message.
-_NO_FIELD = (Constant, FromContext, NotCarried, Embedded)
 
 
 def on_page_markdown(markdown: str, /, *, page: Page, config: MkDocsConfig, files: Files) -> str:
@@ -205,7 +205,7 @@ def _cell(text: str) -> str:
 
 def _rule_text(pair: Pair, rule: Rule, path: tuple[str, ...]) -> str:
     parts = [f"{rule.describe()}"]
-    if not isinstance(rule, (*_NO_FIELD, LeaderEndpoint)) and rule.wire != rule.attr:
+    if isinstance(rule, FieldRule) and rule.made_of() == (rule.wire,) and rule.wire != rule.attr:
         parts.insert(0, "renamed")
     nested = _nested(rule)
     if nested is not None:
@@ -238,27 +238,17 @@ def _rows(
             yield "", "*none*", attr, text, ""
         elif isinstance(rule, FromContext):
             yield "", "*the enclosing message's*", attr, text, ""
-        else:
+        elif isinstance(rule, FieldRule):
             if rule.wire not in fields:
                 raise PluginError(
                     f"{pair.domain.__name__}.{rule.attr}: {message} has no field {rule.wire!r}"
                 )
             number, comment = fields[rule.wire]
             wire = f"`{rule.wire}`"
-            if isinstance(rule, LeaderEndpoint):
-                wire += ", with `rank` and `http_port`"
+            others = [field for field in rule.made_of() if field != rule.wire]
+            if others:
+                wire += ", with " + " and ".join(f"`{field}`" for field in others)
             yield str(number), wire, attr, text, comment
-
-
-def _covered(pair: Pair) -> set[str]:
-    """The wire fields of its message that a pair reads, embedded pairs included."""
-    out = set()
-    for rule in pair.rules:
-        if isinstance(rule, Embedded):
-            out |= _covered(pair_for(rule.domain))
-        elif not isinstance(rule, _NO_FIELD):
-            out.add(rule.wire)
-    return out
 
 
 def _pair_section(pair: Pair, used_by: dict[type, list[str]]) -> str:
@@ -289,14 +279,14 @@ def _pair_section(pair: Pair, used_by: dict[type, list[str]]) -> str:
     ]
     for row in _rows(pair, pair, pair.wire):
         out.append("| " + " | ".join(_cell(cell) for cell in row) + " |")
-    rest = [f for f in _fields(pair.wire) if f not in _covered(pair)]
+    rest = [f for f in _fields(pair.wire) if f not in mapped_fields(pair)]
     if rest and not pair.embedded:
         carried = []
         for field in rest:
             others = [
                 other.domain
                 for other in PAIRS
-                if other.wire == pair.wire and not other.embedded and field in _covered(other)
+                if other.wire == pair.wire and not other.embedded and field in mapped_fields(other)
             ]
             where = f" ({', '.join(_link(d) for d in others)})" if others else ""
             carried.append(f"`{field}`{where}")
@@ -580,15 +570,112 @@ def benchmarks() -> str:
     return "\n".join(out) + "\n"
 
 
+# --- the internals pages: code quoted from the package, and what import does -----------
+
+
+def _quoted(*objects: Any) -> str:
+    """The source of each object, as the package has it, in one Python block."""
+    out = ["```python"]
+    for obj in objects:
+        out.extend([*inspect.getsource(obj).rstrip().splitlines(), ""])
+    return "\n".join([*out[:-1], "```"]) + "\n"
+
+
+def guarded_call() -> str:
+    """`guarded` and `serializer`: the fast path's one guard, and the one serializer choice."""
+    from llmgw_wire.codec import _guard
+
+    return _quoted(_guard.guarded, _guard.serializer)
+
+
+def decode_steps() -> str:
+    """`parse`: the steps every binary decode takes, in order."""
+    from llmgw_wire.codec import binary
+
+    return _quoted(binary.parse, binary._parse_as)
+
+
+def session_reader() -> str:
+    """The session's reader task and the control plane's call, as the stream has them."""
+    from llmgw_wire.stream import _server, _session
+
+    return _quoted(_session._Session._read, _server.Server._serve)
+
+
+_IMPORT_PROBE = """
+import json, os, sys
+env = dict(os.environ)
+import betterproto2
+base_repr = betterproto2.Message.__repr__
+name = sys.argv[1]
+before = set(sys.modules)
+__import__(name)
+loaded = set(sys.modules) - before
+changed = sorted(k for k in os.environ if os.environ.get(k) != env.get(k))
+from llmgw_wire._gen.message_pool import default_message_pool as pool
+classes = list(pool.url_to_type.values())
+print(json.dumps({
+    "modules": sorted(m for m in loaded if m.startswith("llmgw_wire")),
+    "others": sorted(
+        {m.split(".")[0] for m in loaded} - {"llmgw_wire"} - set(sys.stdlib_module_names)
+        - {m for m in loaded if m.startswith("_")}
+    ),
+    "env": changed,
+    "reprs": sorted(c.__name__ for c in classes if c.__repr__ is not base_repr),
+    "from_string": len([c for c in classes if "FromString" in c.__dict__]),
+}))
+"""
+
+
+def import_effects() -> str:
+    """What importing each entry point does, measured in a fresh interpreter at build time."""
+    import subprocess
+    import sys
+
+    names = [
+        "llmgw_wire",
+        "llmgw_wire.domain",
+        "llmgw_wire.v1",
+        "llmgw_wire.codec",
+        "llmgw_wire.stream",
+    ]
+    rows = [
+        "| import | modules of the library loaded | other top-level packages "
+        "| environment variables changed | wire classes with the secret-aware repr "
+        "| wire classes whose `FromString` is the library's |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in names:
+        done = subprocess.run(
+            [sys.executable, "-c", _IMPORT_PROBE, name],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        data = json.loads(done.stdout)
+        env = ", ".join(f"`{k}`" for k in data["env"]) or "none"
+        reprs = ", ".join(f"`{c}`" for c in data["reprs"]) or "none"
+        rows.append(
+            f"| `import {name}` | {len(data['modules'])} | {', '.join(data['others']) or 'none'} "
+            f"| {env} | {reprs} | {data['from_string']} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "api-summary": api_summary,
     "benchmarks": benchmarks,
     "compat-deviations": compat_deviations,
     "compat-rules": compat_rules,
     "compiled-source": compiled_source,
+    "decode-steps": decode_steps,
     "envelopes": envelopes,
+    "guarded-call": guarded_call,
+    "import-effects": import_effects,
     "laws": laws,
     "mapping": mapping,
+    "session-reader": session_reader,
     "states": states,
     "wire-messages": wire_messages,
 }

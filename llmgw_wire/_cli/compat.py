@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import argparse
 
-    from llmgw_wire._cli.compat_mapping import MappingChange
     from llmgw_wire.compat import Config, Finding
+    from llmgw_wire.mapping.description import MappingChange
 
 __all__ = ["add_arguments", "run"]
 
@@ -228,12 +228,12 @@ def run(args: argparse.Namespace) -> int:
             )
         findings = _select(compat.check(old, new, category=category, config=config), root, args)
         if args.mapping:
-            from llmgw_wire._cli import compat_mapping
+            from llmgw_wire.mapping import description
 
-            findings = sorted([*findings, *compat_mapping.unmapped_fields(new)])
+            findings = sorted([*findings, *description.unmapped_fields(new)])
             released = against.removeprefix("schema ") if against.startswith("schema ") else None
             if released is not None:
-                notes = compat_mapping.mapping_changes(released)
+                notes = description.mapping_changes(released)
     except compat.CompatError as exc:
         print(f"llmgw-wire compat: error: {_one_line(str(exc))}", file=sys.stderr)
         return bad

@@ -40,6 +40,7 @@ from llmgw_wire.domain import (
     ShardReport,
     State,
 )
+from llmgw_wire.errors import shown
 from llmgw_wire.stream import (
     AgentSession,
     ControlPlane,
@@ -179,7 +180,7 @@ def _placed(status: ShardReport) -> str:
 
 def _key(api_key: str) -> str:
     # Whether there is one, never what it is.
-    return "api_key set (not shown)" if api_key else "no api_key"
+    return f"api_key={shown(api_key, secret=True)}" if api_key else "no api_key"
 
 
 def _shards(shards: Sequence[AdoptedShard]) -> str:

@@ -12,7 +12,7 @@ carry, keyed by its name as in protobuf's JSON.
 The value is printed as JSON (the library's JSON codec, `--format json`, the
 default) or as an indented tree (`--format tree`). Secrets (the fields the
 schema marks `[debug_redact = true]`, such as `api_key`) are left out of JSON
-and shown as `<redacted>` in a tree, unless `--show-secrets`.
+and shown as `<secret str, not shown>` in a tree, unless `--show-secrets`.
 
 Exit status: 0 when the bytes decode; 1 when they are not a message of that
 type (or cannot be read, or are longer than the 4 MiB a message may be: at
@@ -40,7 +40,7 @@ from llmgw_wire.codec.json import make_json_converter
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.compat._files import read_at_most
 from llmgw_wire.domain import Registration, ShardCommand
-from llmgw_wire.errors import DecodeError, EncodeError
+from llmgw_wire.errors import DecodeError, EncodeError, shown
 from llmgw_wire.mapping import ENVELOPES, PAIRS_WITH_MESSAGE, is_secret
 
 __all__ = ["TYPES", "add_arguments", "render_tree", "run"]
@@ -145,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {source} is larger than the {limit} MiB a message may be", file=sys.stderr)
         return 1
     try:
-        shown = _decode(data, message, domain)
-        text = _show(shown, args.format, show_secrets=args.show_secrets)
+        opened = _decode(data, message, domain)
+        text = _show(opened, args.format, show_secrets=args.show_secrets)
     except (DecodeError, EncodeError) as exc:
         print(f"error: {source}: {exc}", file=sys.stderr)
         return 1
@@ -179,18 +179,18 @@ class _Opened:
     value: object
 
 
-def _show(shown: object, form: str, *, show_secrets: bool) -> str:
+def _show(opened: object, form: str, *, show_secrets: bool) -> str:
     if form == "tree":
-        if isinstance(shown, _Opened):
-            inner = render_tree(shown.value, show_secrets=show_secrets).splitlines()
-            lines = [shown.message, f"  {shown.member}: {inner[0]}"]
+        if isinstance(opened, _Opened):
+            inner = render_tree(opened.value, show_secrets=show_secrets).splitlines()
+            lines = [opened.message, f"  {opened.member}: {inner[0]}"]
             lines += [f"  {line}" for line in inner[1:]]
             return "\n".join(lines)
-        return render_tree(shown, show_secrets=show_secrets)
+        return render_tree(opened, show_secrets=show_secrets)
     converter = make_json_converter(include_secrets=show_secrets)
-    if isinstance(shown, _Opened):
-        return json.dumps({shown.member: converter.unstructure(shown.value)}, indent=2)
-    return json.dumps(converter.unstructure(shown), indent=2)
+    if isinstance(opened, _Opened):
+        return json.dumps({opened.member: converter.unstructure(opened.value)}, indent=2)
+    return json.dumps(converter.unstructure(opened), indent=2)
 
 
 # --- the tree -----------------------------------------------------------------------
@@ -201,7 +201,8 @@ def render_tree(value: object, *, show_secrets: bool = False) -> str:
 
     Scalars are written as in JSON (strings quoted, `null`, `true`), enums by
     value, durations as `H:MM:SS` and times in ISO 8601. A secret attribute
-    that is set shows as `<redacted>` unless `show_secrets`.
+    that is set shows as `<secret str, not shown>` (`llmgw_wire.errors.shown`)
+    unless `show_secrets`.
     """
     lines = [type(value).__name__]
     _attributes(value, 1, lines, show_secrets)
@@ -212,7 +213,7 @@ def _attributes(value: Any, depth: int, lines: list[str], show_secrets: bool) ->
     for field in attrs.fields(type(value)):
         item = getattr(value, field.name)
         if is_secret(type(value), field.name) and item and not show_secrets:
-            lines.append(f"{'  ' * depth}{field.name}: <redacted>")
+            lines.append(f"{'  ' * depth}{field.name}: {shown(item, secret=True)}")
         else:
             _item(field.name, item, depth, lines, show_secrets)
 

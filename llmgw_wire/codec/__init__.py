@@ -5,7 +5,8 @@
 * `converter` and `make_converter` (`llmgw_wire.codec.cattrs_converter`): the cattrs
   converter between the betterproto2 classes of `llmgw_wire.v1` and the
   domain models;
-* `to_json` and `from_json` (`llmgw_wire.codec.json`): the JSON codec;
+* `llmgw_wire.codec.json`: the JSON codec, with the same verbs, `encode`
+  and `decode` (`to_json` and `from_json` are their deprecated former names);
 * the limits `decode` applies (`llmgw_wire.codec.limits`).
 
 Both directions raise the library's errors: `EncodeError` with the path of the

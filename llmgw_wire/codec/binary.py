@@ -2,21 +2,21 @@
 
 The mapping is compiled for the upb backend, so that a domain value goes to
 bytes and back with no betterproto2 object in between. Parsing is strict:
-upb refuses malformed bytes, the scanner (`llmgw_wire.codec.scan`) says what
+upb refuses malformed bytes, the explainer (`llmgw_wire.codec.diagnose`) says what
 and where, and the limits (`llmgw_wire.codec.limits`) bound what an input can
 cost.
 """
 
 from __future__ import annotations
 
-from functools import cache, partial
+from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from google.protobuf.message import DecodeError as _PbDecodeError
 
-from llmgw_wire.codec import scan
+from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, serializer
 from llmgw_wire.codec.cattrs_converter import betterproto2_classes, not_top_level
-from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
+from llmgw_wire.codec.diagnose import diagnose
 from llmgw_wire.codec.from_upb import build
 from llmgw_wire.codec.limits import (
     COUNT_FIRST_ABOVE,
@@ -25,6 +25,7 @@ from llmgw_wire.codec.limits import (
     check_items,
 )
 from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
+from llmgw_wire.codec.varint64 import over_64_bits
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping import PAIRS_WITH_MESSAGE, STATE_NUMBERS, pair_for
 from llmgw_wire.mapping.compiler import Compiled, Upb, compile_backend
@@ -33,10 +34,13 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import betterproto2
+    from google.protobuf.message import Message
 
-__all__ = ["compiled_upb", "decode", "encode", "parse", "reaches_map"]
+__all__ = ["compiled_upb", "decode", "encode", "parse"]
 
 T = TypeVar("T")
+#: A `llmgw_wire.v1` message class: `decode(data, v1.Register)` is a `v1.Register`.
+M = TypeVar("M", bound="betterproto2.Message")
 
 
 @cache
@@ -71,48 +75,23 @@ def _upb_encoder(domain: type) -> Callable[[Any], bytes]:
     if not _ENCODERS:
         encoders = {}
         for model, fill in compiled_upb().fill.items():
-            message_class: Any = CLASSES[pair_for(model).wire]
-            deterministic = reaches_map(message_class.DESCRIPTOR)
-            encoders[model] = _make_encoder(model, fill, message_class, deterministic=deterministic)
+            encoders[model] = _make_encoder(model, fill, CLASSES[pair_for(model).wire])
         # All at once (one C call under the GIL): another thread never sees half a table.
         _ENCODERS.update(encoders)
     return _ENCODERS.get(domain) or not_top_level(domain)
 
 
 def _make_encoder(
-    domain: type, fill: Callable[[Any, Any], None], message_class: Any, *, deterministic: bool
+    domain: type, fill: Callable[[Any, Message], None], message_class: type[Message]
 ) -> Callable[[Any], bytes]:
-    # Deterministic serialisation only orders map entries, and its keyword
-    # alone doubles upb's cost on a small message: asked for only where a map
-    # can occur.
-    serialize = message_class.SerializeToString
-    if deterministic:
-        serialize = partial(serialize, deterministic=True)
+    serialize = serializer(message_class)
 
-    def encode(value: Any) -> bytes:
+    def fast(value: Any) -> bytes:
         message = message_class()
-        try:
-            fill(value, message)
-        except REFUSED as exc:
-            refused = exc
-        else:
-            return serialize(message)  # type: ignore[no-any-return]
-        # Explained and raised outside the handler: the refusal (upb's own
-        # error may quote a string, a secret's included) is chained to nothing.
-        raise explain_encode(value, domain, refused)
+        fill(value, message)
+        return serialize(message)
 
-    return encode
-
-
-def reaches_map(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
-    """Whether a message of `descriptor` can hold a map, at any depth."""
-    for field in descriptor.fields:
-        sub = field.message_type
-        if sub is None or sub.full_name in seen:
-            continue
-        if sub.GetOptions().map_entry or reaches_map(sub, seen | {descriptor.full_name}):
-            return True
-    return False
+    return guarded_unstructure(fast, domain)
 
 
 def parse(
@@ -135,19 +114,19 @@ def parse(
     message = _parse_as(DECODE_CLASSES[name], raw, name)
     if counted:
         check_items(message, name, max_items)
-    problem = scan.over_64_bits(raw, message.DESCRIPTOR)
+    problem = over_64_bits(raw, message.DESCRIPTOR)
     if problem is not None:
         raise DecodeError(name, problem.reason, problem.path)
     return message
 
 
-def _parse_as(message_class: Any, raw: bytes, name: str) -> Any:
+def _parse_as(message_class: type[Message], raw: bytes, name: str) -> Any:
     message = message_class()
     try:
         message.ParseFromString(raw)
     except _PbDecodeError as exc:
         # upb says only that something is wrong; the scanner says what and where.
-        problem = scan.diagnose(raw, CLASSES[name].DESCRIPTOR)  # type: ignore[attr-defined]
+        problem = diagnose(raw, CLASSES[name].DESCRIPTOR)
         if problem is None:
             raise DecodeError(name, str(exc) or "malformed bytes") from None
         raise DecodeError(name, problem.reason, problem.path) from None
@@ -157,11 +136,11 @@ def _parse_as(message_class: Any, raw: bytes, name: str) -> Any:
 @overload
 def decode(
     data: bytes | bytearray | memoryview,
-    into: type[betterproto2.Message],
+    into: type[M],
     *,
     max_size: int = ...,
     max_items: int = ...,
-) -> Any: ...
+) -> M: ...
 @overload
 def decode(
     data: bytes | bytearray | memoryview,
@@ -194,17 +173,18 @@ def decode(
     wire_name = _WIRE_NAMES.get(into)
     if wire_name is not None:
         # Parsed by upb, within the limits; betterproto2's parser never sees the bytes.
-        return build(parse(data, wire_name, max_size, max_items), wire_name)  # type: ignore[no-any-return]
+        wire: T = build(parse(data, wire_name, max_size, max_items), wire_name)
+        return wire
     name, structure = _upb_decoders().get(into) or not_top_level(into)
-    message = parse(data, name, max_size, max_items)
-    try:
-        return structure(message)  # type: ignore[no-any-return]
-    except REFUSED as exc:
-        raise explain_decode(message, into, exc) from None
+    value: T = structure(parse(data, name, max_size, max_items))
+    return value
 
 
 @cache
 def _upb_decoders() -> dict[type, tuple[str, Callable[[Any], Any]]]:
     """By domain model with a wire message of its own: its name and the upb structure function."""
     structure = compiled_upb().structure
-    return {p.domain: (p.wire, structure[p.domain]) for p in PAIRS_WITH_MESSAGE}
+    return {
+        p.domain: (p.wire, guarded_structure(structure[p.domain], p.domain))
+        for p in PAIRS_WITH_MESSAGE
+    }

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import cattrs
 
 from llmgw_wire._gen.message_pool import default_message_pool
-from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
+from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE, STATE_NUMBERS, pair_for
 from llmgw_wire.mapping.compiler import Betterproto2, Compiled, compile_backend
@@ -33,6 +33,7 @@ __all__ = [
     "not_top_level",
     "structure_with_context",
     "top_level",
+    "unstructure_with_context",
     "wire_class",
 ]
 
@@ -55,32 +56,17 @@ def compiled_betterproto2() -> Compiled:
     return compile_backend(Betterproto2(betterproto2_classes(), dict(states)))
 
 
-def _guard_unstructure(fn: Callable[[Any], T], domain: type) -> Callable[[Any], T]:
-    def unstructure(value: Any) -> T:
-        try:
-            return fn(value)
-        except REFUSED as exc:
-            refused = exc
-        # Raised outside the handler, so that no chained error quotes a value.
-        raise explain_encode(value, domain, refused)
-
-    unstructure.__name__ = f"unstructure_{domain.__name__}"
-    return unstructure
-
-
-def _guard_structure(fn: Callable[..., T], domain: type) -> Callable[[Any, Any], T]:
-    wire_class = betterproto2_classes()[pair_for(domain).wire]
+def _checked_structure(fn: Callable[..., T], domain: type) -> Callable[..., T]:
+    wire_name = pair_for(domain).wire
+    wire_class = betterproto2_classes()[wire_name]
+    guarded = guarded_structure(fn, domain)
 
     def structure(message: Any, _: Any = None, **context: str) -> T:
         if not isinstance(message, wire_class):
             raise DecodeError(
-                pair_for(domain).wire,
-                f"expected a {wire_class.__name__} message, got {type(message).__name__}",
+                wire_name, f"expected a {wire_class.__name__} message, got {type(message).__name__}"
             )
-        try:
-            return fn(message, **context)
-        except REFUSED as exc:
-            raise explain_decode(message, domain, exc) from None
+        return guarded(message, **context)
 
     structure.__name__ = f"structure_{domain.__name__}"
     return structure
@@ -91,8 +77,10 @@ def _hooks() -> tuple[dict[type, Callable[..., Any]], dict[type, Callable[[Any],
     """The guarded structure and unstructure hooks of every pair, made once per process."""
     compiled = compiled_betterproto2()
     models = MODELS_WITH_MESSAGE
-    structure = {m: _guard_structure(compiled.structure[m], m) for m in models}
-    unstructure = {m: _guard_unstructure(compiled.unstructure[m], m) for m in models}
+    structure = {m: _checked_structure(compiled.structure[m], m) for m in models}
+    unstructure = {
+        m: guarded_unstructure(compiled.unstructure[m], m, "unstructure") for m in models
+    }
     return structure, unstructure
 
 
@@ -124,7 +112,17 @@ def structure_with_context(message: Any, domain: type[T], **context: str) -> T:
 
     An adopted shard's `node_id`, for instance, is the registration's.
     """
-    return _hooks()[0][domain](message, domain, **context)  # type: ignore[no-any-return]
+    value: T = _hooks()[0][domain](message, domain, **context)
+    return value
+
+
+def unstructure_with_context(value: object, **wire: object) -> Any:
+    """Like `converter.unstructure`, with wire fields a domain value does not hold.
+
+    An agent reports its leader's address for a shard of every rank
+    (`leader_addr`), where the domain holds it for rank 0 only, in its endpoint.
+    """
+    return _hooks()[1][type(value)](value, **wire)
 
 
 def wire_class(domain: type) -> type[betterproto2.Message]:

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from attrs import frozen
 
-from llmgw_wire.codec.binary import compiled_upb, parse, reaches_map
-from llmgw_wire.codec.explain import REFUSED, explain_decode, explain_encode
+from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, serializer
+from llmgw_wire.codec.binary import compiled_upb, parse
+from llmgw_wire.codec.diagnose import field_numbers
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
-from llmgw_wire.codec.scan import field_numbers
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import ENVELOPES
 
@@ -84,17 +84,32 @@ class EnvelopeCodec:
         upb_class: Any = CLASSES[name]
         self._upb_class = upb_class
         compiled = compiled_upb()
-        self._fill: dict[type, tuple[str, Callable[[Any, Any], None]]] = {
-            domain: (member, compiled.fill[domain]) for member, domain in table.members
-        }
-        self._structure: dict[str, tuple[type, Callable[[Any], Any]]] = {
-            member: (domain, compiled.structure[domain]) for member, domain in table.members
-        }
-        # As `encode` does: map entries sorted, where a member can hold a map.
         fields = upb_class.DESCRIPTOR.fields_by_name
-        self._sort = {
-            domain: reaches_map(fields[member].message_type) for member, domain in table.members
+        self._encode: dict[type, Callable[[Any], bytes]] = {
+            domain: self._encoder(
+                member, domain, compiled.fill[domain], fields[member].message_type
+            )
+            for member, domain in table.members
         }
+        self._structure: dict[str, Callable[[Any], Any]] = {
+            member: guarded_structure(compiled.structure[domain], domain)
+            for member, domain in table.members
+        }
+
+    def _encoder(
+        self, member: str, domain: type, fill: Callable[[Any, Any], None], reach: Any
+    ) -> Callable[[Any], bytes]:
+        # As `encode` does: map entries sorted where the member can hold a map.
+        serialize = serializer(self._upb_class, reach)
+        upb_class = self._upb_class
+
+        def fast(value: Any) -> bytes:
+            envelope = upb_class()
+            # Filling a member sets it, and only it: a oneof holds one member.
+            fill(value, getattr(envelope, member))
+            return serialize(envelope)
+
+        return guarded_unstructure(fast, domain)
 
     def __repr__(self) -> str:
         return f"<EnvelopeCodec {self.name}>"
@@ -114,24 +129,8 @@ class EnvelopeCodec:
             EncodeError: a value the wire cannot carry, with its path.
             TypeError: a value this envelope does not carry.
         """
-        member = self.member_of(value)
-        domain = type(value)
-        _, fill = self._fill[domain]
-        envelope = self._upb_class()
-        try:
-            # Filling a member sets it, and only it: a oneof holds one member.
-            fill(value, getattr(envelope, member))
-        except REFUSED as exc:
-            refused: BaseException | None = exc
-        else:
-            refused = None
-        if refused is not None:
-            # Raised outside the handler: upb's refusal may quote a string (a
-            # secret's included), and it must not stay chained to the error.
-            raise explain_encode(value, domain, refused)
-        if self._sort[domain]:
-            return envelope.SerializeToString(deterministic=True)  # type: ignore[no-any-return]
-        return envelope.SerializeToString()  # type: ignore[no-any-return]
+        self.member_of(value)
+        return self._encode[type(value)](value)
 
     def decode(
         self,
@@ -152,12 +151,7 @@ class EnvelopeCodec:
             # A bounded walk of the bytes, not an object per unknown field:
             # a hostile envelope can hold a million of them.
             return UnknownMember(self.name, field_numbers(bytes(data)))
-        domain, structure = self._structure[member]
-        wire = getattr(envelope, member)
-        try:
-            return structure(wire)
-        except REFUSED as exc:
-            raise explain_decode(wire, domain, exc) from None
+        return self._structure[member](getattr(envelope, member))
 
 
 @cache

@@ -16,13 +16,14 @@ an envelope's newer member is seen).
 
 from __future__ import annotations
 
-import linecache
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf.descriptor import FieldDescriptor
 
+from llmgw_wire.codec._guard import serializer
 from llmgw_wire.codec.cattrs_converter import betterproto2_classes
+from llmgw_wire.mapping.compiler import exec_generated
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -49,7 +50,8 @@ def _enum_class(full_name: str) -> type:
     # betterproto2 names a nested enum after its message: ShardStatus.State -> ShardStatusState.
     from llmgw_wire import v1
 
-    return getattr(v1, full_name.removeprefix("llmgw.v1.").replace(".", ""))  # type: ignore[no-any-return]
+    enum: type = getattr(v1, full_name.removeprefix("llmgw.v1.").replace(".", ""))
+    return enum
 
 
 def _upb_string_order(item: tuple[str, object]) -> bytes:
@@ -93,18 +95,19 @@ def _builders() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
 
     classes = betterproto2_classes()
     names: dict[str, Any] = {"_unknown": top_level_unknown}
-    lines: list[str] = []
+    sources: dict[str, str] = {}
     for full_name, upb_class in CLASSES.items():
         cls = classes[full_name]
         class_name = f"C_{full_name.replace('.', '_')}"
         names[class_name] = cls
         by_number = cls._betterproto.field_name_by_number  # type: ignore[attr-defined]
         for prefix in ("b", "k"):
+            lines: list[str] = []
             lines.append(f"def {_fn_name(full_name, prefix)}(m):")
             lines.append(f"    o = {class_name}(")
             lines.extend(
                 f"        {by_number[field.number]}={_field_source(field, names, prefix)},"
-                for field in upb_class.DESCRIPTOR.fields  # type: ignore[attr-defined]
+                for field in upb_class.DESCRIPTOR.fields
             )
             lines.append("    )")
             if prefix == "k":
@@ -112,13 +115,11 @@ def _builders() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
                 lines.append("    if u:")
                 lines.append("        o._unknown_fields = u")
             lines.append("    return o")
-            lines.append("")
-    source = "\n".join(lines)
-    filename = "<llmgw_wire.codec.from_upb generated>"
-    # As attrs and cattrs do: tracebacks and debuggers show the generated source.
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+            name = _fn_name(full_name, prefix)
+            sources[f"<llmgw_wire generated upb->betterproto2 {name}>"] = "\n".join(lines) + "\n"
     namespace = dict(names)
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated source
+    # One file name per function: tracebacks and debuggers show its source.
+    exec_generated(sources, namespace)
     return {
         full_name: (namespace[_fn_name(full_name, "b")], namespace[_fn_name(full_name, "k")])
         for full_name in CLASSES
@@ -157,5 +158,4 @@ def top_level_unknown(message: Any) -> bytes:
     size = known.ByteSize()
     if size == message.ByteSize():
         return b""
-    whole: bytes = message.SerializeToString(deterministic=True)
-    return whole[size:]
+    return serializer(type(message))(message)[size:]

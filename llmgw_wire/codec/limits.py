@@ -156,12 +156,12 @@ def _all_descriptors(descriptors: Any) -> list[Any]:
     return out
 
 
-_REAL = _all_descriptors(cls.DESCRIPTOR for cls in CLASSES.values())  # type: ignore[attr-defined]
+_REAL = _all_descriptors(cls.DESCRIPTOR for cls in CLASSES.values())
 
 # By full name, the same for a real message and its skeleton: the fields to read.
 _PLANS: dict[str, _Plan] = {d.full_name: _Plan(d) for d in _REAL}
 
 _SKELETON_BY_NAME: dict[str, Any] = {
     d.full_name: message_factory.GetMessageClass(d)
-    for d in _all_descriptors(cls.DESCRIPTOR for cls in SKELETONS.values())  # type: ignore[attr-defined]
+    for d in _all_descriptors(cls.DESCRIPTOR for cls in SKELETONS.values())
 }

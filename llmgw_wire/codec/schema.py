@@ -17,10 +17,12 @@ from llmgw_wire.v1.redaction import descriptor_set
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from google.protobuf.message import Message
+
 __all__ = ["CLASSES", "DECODE_CLASSES", "SKELETONS", "descriptor_set"]
 
 
-def _classes(files: Iterable[descriptor_pb2.FileDescriptorProto]) -> dict[str, type]:
+def _classes(files: Iterable[descriptor_pb2.FileDescriptorProto]) -> dict[str, type[Message]]:
     pool = descriptor_pool.DescriptorPool()
     files = list(files)
     for file in files:
@@ -73,10 +75,10 @@ def _entries(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDes
 _FILES = descriptor_set().file
 
 #: The upb message class of every message of the schema, by full proto name.
-CLASSES: dict[str, type] = _classes(_FILES)
+CLASSES: dict[str, type[Message]] = _classes(_FILES)
 
 #: The same messages with maps read as repeated entry messages: what `decode` parses.
-DECODE_CLASSES: dict[str, type] = _classes(_entries(file) for file in _FILES)
+DECODE_CLASSES: dict[str, type[Message]] = _classes(_entries(file) for file in _FILES)
 
 #: The same messages with repeated message fields read as bytes, to count items cheaply.
-SKELETONS: dict[str, type] = _classes(_skeleton(file) for file in _FILES)
+SKELETONS: dict[str, type[Message]] = _classes(_skeleton(file) for file in _FILES)

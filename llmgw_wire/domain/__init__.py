@@ -20,8 +20,8 @@ from llmgw_wire.domain.discovery import (
     Storage,
 )
 from llmgw_wire.domain.engines import Adapter, Compute, Profile, ShardSpec
-from llmgw_wire.domain.inventory import FabricAttachment, Node, NodeState, Registration
 from llmgw_wire.domain.keepalive import Ack, Heartbeat
+from llmgw_wire.domain.nodes import FabricAttachment, Node, NodeState, Registration
 from llmgw_wire.domain.reconciler import AdoptedShard, ShardCommand, StopCommand
 from llmgw_wire.domain.supervisor import ShardReport, State
 

@@ -95,15 +95,21 @@ def str_map() -> Any:
 
 def _redacted(value: object) -> str:
     # Only the type of a value that is set: `<secret str, not shown>`.
-    return shown(value, secret=True) if value or not isinstance(value, str) else "''"
+    empty = isinstance(value, (str, bytes, Mapping)) and not value
+    return repr(value) if empty else shown(value, secret=True)
 
 
-def secret() -> Any:
-    """A string attribute whose value never appears in a repr, only whether it is set.
+def secret(*, mapping: bool = False) -> Any:
+    """An attribute whose value never appears in a repr, only whether it is set.
 
-    Its metadata says `{"secret": True}`. Which attributes are secret is the
-    schema's to say (`[debug_redact = true]`); the domain cannot read it, so
-    it repeats it here, and a test holds the two equal
-    (`llmgw_wire.mapping.SECRET_ATTRIBUTES`).
+    A string by default, empty by default; `mapping=True` makes it a
+    `FrozenMap` as `str_map()` does. Its metadata says `{"secret": True}`.
+    Which attributes are secret is the schema's to say
+    (`[debug_redact = true]`); the domain cannot read it, so it repeats it
+    here, and a test holds the two equal (`llmgw_wire.mapping.SECRET_ATTRIBUTES`).
     """
+    if mapping:
+        return attrs.field(
+            default=_EMPTY, converter=_frozen_map, repr=_redacted, metadata={"secret": True}
+        )
     return attrs.field(default="", repr=_redacted, metadata={"secret": True})

@@ -11,7 +11,16 @@ from llmgw_wire.domain._values import seq
 from llmgw_wire.domain.engines import Compute, ShardSpec
 from llmgw_wire.domain.supervisor import State
 
-__all__ = ["AdoptedShard", "Compute", "ShardCommand", "StopCommand"]
+__all__ = ["AdoptedShard", "Compute", "ShardCommand", "StopCommand", "leader_endpoint"]
+
+
+def leader_endpoint(leader_addr: str, rank: int, http_port: int) -> str | None:
+    """A shard's endpoint, by the reference's rule.
+
+    `http://{leader_addr}:{http_port}` for the leader (rank 0) whose address
+    is known; None for every other shard.
+    """
+    return f"http://{leader_addr}:{http_port}" if rank == 0 and leader_addr else None
 
 
 @frozen
@@ -37,6 +46,31 @@ class AdoptedShard:
     profile_fp: str = ""
     compute: Compute | None = None
     endpoint: str | None = None
+
+    @classmethod
+    def from_spec(cls, spec: ShardSpec, state: State, node_id: str = "") -> AdoptedShard:
+        """The shard an agent running `spec` in `state` reports, as the control plane adopts it.
+
+        The model is the name the engine serves, or its model path when it
+        has none; the compute placement is the spec's, when it has one.
+        """
+        return cls(
+            node_id=node_id,
+            replica_id=spec.replica_id,
+            shard_id=spec.shard_id,
+            rank=spec.rank,
+            gpu_indices=spec.gpu_indices,
+            hcas=spec.hcas,
+            http_port=spec.http_port,
+            state=state,
+            model=spec.profile.served_model_name or spec.profile.model_path,
+            profile=spec.profile.name,
+            pool=spec.pool,
+            fabric=spec.fabric,
+            profile_fp=spec.profile_fp,
+            compute=spec.compute,
+            endpoint=leader_endpoint(spec.leader_addr, spec.rank, spec.http_port),
+        )
 
 
 @frozen

@@ -10,7 +10,9 @@
 * `llmgw_wire.mapping.secrets`: the secret attributes, derived from the
   schema's `debug_redact` fields through the table;
 * `llmgw_wire.mapping.explain`: the walks that say what and where, once the
-  compiled code has refused a value.
+  compiled code has refused a value;
+* `llmgw_wire.mapping.description`: the mapping described as data, compared
+  with a released one, and checked against a schema (`compat --mapping`).
 
 The codec, the checks and the documentation are all built from the table:
 there is no other description of the mapping to drift from.

@@ -26,16 +26,19 @@ import contextlib
 import enum
 import linecache
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
 from llmgw_wire.domain import State
+from llmgw_wire.domain.reconciler import leader_endpoint
 from llmgw_wire.mapping import rules
 from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    from llmgw_wire.mapping.rules import ScalarKind
 
 
 __all__ = [
@@ -46,12 +49,66 @@ __all__ = [
     "UnstructureGen",
     "Upb",
     "compile_backend",
+    "exec_generated",
     "source_file_name",
 ]
 
 
-class Backend:
-    """The idioms of one wire backend's message classes."""
+class Backend(Protocol):
+    """The idioms of one wire backend's message classes: what the compiler asks of a backend."""
+
+    #: The backend's name, in the file names of its generated functions.
+    name: str
+    #: Its message classes, by full proto name.
+    classes: dict[str, type]
+    #: Its value of each shard state.
+    state_values: dict[State, object]
+
+    def optional_message(self, g: StructureGen, wire: str, fn: str) -> str:
+        """Source: the structured sub-message, or None when it is unset."""
+        ...
+
+    def required_message(self, g: StructureGen, wire: str, fn: str, domain: type) -> str:
+        """Source: the structured sub-message, the zero value when it is unset."""
+        ...
+
+    def repeated(self, g: StructureGen, wire: str) -> str:
+        """Source: the items of a repeated field, as an iterable of its own."""
+        ...
+
+    def str_map(self, g: StructureGen, wire: str) -> str:
+        """Source: a map field as a new dict."""
+        ...
+
+    def check(self, kind: ScalarKind, var: str) -> str:
+        """Source: true when `var` cannot be carried by a wire scalar of `kind`."""
+        ...
+
+    def sequence(self, value: str) -> str:
+        """Source: a domain sequence as the wire takes it, iterable more than once."""
+        ...
+
+    def mapping(self, value: str) -> str:
+        """Source: a domain dict as the wire takes it."""
+        ...
+
+    def message(self, g: UnstructureGen, domain: type, value: str, *, optional: bool) -> str:
+        """Source of the wire value for a sub-message field holding the domain `value`."""
+        ...
+
+    def messages(self, g: UnstructureGen, domain: type, value: str) -> str:
+        """Source of the wire value for a repeated sub-message field, from the domain `value`."""
+        ...
+
+    def unstructure_functions(
+        self, g: UnstructureGen, domain: type, wire_class: type, fields: list[tuple[str, str]]
+    ) -> str:
+        """The source of `u_<Model>` (and its helpers), given the checks in `g` and the fields."""
+        ...
+
+
+class _Classes:
+    """What both backends hold: their classes and state values; the checks they share."""
 
     name = ""
 
@@ -59,50 +116,12 @@ class Backend:
         self.classes = classes
         self.state_values = state_values
 
-    def optional_message(self, g: StructureGen, wire: str, fn: str) -> str:
-        """Source: the structured sub-message, or None when it is unset."""
-        raise NotImplementedError
-
-    def required_message(self, g: StructureGen, wire: str, fn: str, domain: type) -> str:
-        """Source: the structured sub-message, the zero value when it is unset."""
-        raise NotImplementedError
-
-    def repeated(self, g: StructureGen, wire: str) -> str:
-        """Source: the items of a repeated field, as an iterable of its own."""
-        raise NotImplementedError
-
-    def str_map(self, g: StructureGen, wire: str) -> str:
-        """Source: a map field as a new dict."""
-        raise NotImplementedError
-
-    def check(self, kind: str, var: str) -> str:
+    def check(self, kind: ScalarKind, var: str) -> str:
         """Source: true when `var` cannot be carried by a wire scalar of `kind`."""
         return rules.check_source(kind, var)
 
-    def sequence(self, value: str) -> str:
-        """Source: a domain sequence as the wire takes it, iterable more than once."""
-        raise NotImplementedError
 
-    def mapping(self, value: str) -> str:
-        """Source: a domain dict as the wire takes it."""
-        raise NotImplementedError
-
-    def message(self, g: UnstructureGen, domain: type, value: str, *, optional: bool) -> str:
-        """Source of the wire value for a sub-message field holding the domain `value`."""
-        raise NotImplementedError
-
-    def messages(self, g: UnstructureGen, domain: type, value: str) -> str:
-        """Source of the wire value for a repeated sub-message field, from the domain `value`."""
-        raise NotImplementedError
-
-    def unstructure_functions(
-        self, g: UnstructureGen, domain: type, wire_class: type, fields: list[tuple[str, str]]
-    ) -> str:
-        """The source of `u_<Model>` (and its helpers), given the checks in `g` and the fields."""
-        raise NotImplementedError
-
-
-class Betterproto2(Backend):
+class Betterproto2(_Classes):
     """betterproto2 dataclasses: an unset sub-message is None; messages are built by keyword."""
 
     name = "betterproto2"
@@ -142,7 +161,10 @@ class Betterproto2(Backend):
         cls = g.const(wire_class)
         args = ",\n        ".join(f"{wire}={expr}" for wire, expr in fields)
         body = "\n".join(g.lines)
-        return f"def u_{domain.__name__}(d):\n{body}\n    return {cls}(\n        {args},\n    )\n"
+        return (
+            f"def u_{domain.__name__}(d{g.signature()}):\n{body}\n"
+            f"    return {cls}(\n        {args},\n    )\n"
+        )
 
 
 @attrs.frozen
@@ -155,7 +177,7 @@ class _SubMessage:
     repeated: bool = False
 
 
-class Upb(Backend):
+class Upb(_Classes):
     """Google's protobuf classes: presence is `HasField`; messages are filled in place.
 
     `u_<Model>(d)` makes the message and has `f_<Model>(d, m)` fill it; nested
@@ -178,7 +200,7 @@ class Upb(Backend):
         # Key by key is twice as fast as dict() over upb's map container.
         return f"_str_map({g.m}.{wire})"
 
-    def check(self, kind: str, var: str) -> str:
+    def check(self, kind: ScalarKind, var: str) -> str:
         if kind in rules.INT_RANGES:
             # upb refuses an int out of its field's range itself (ValueError,
             # which the explaining walk then names); a bool or an int
@@ -228,8 +250,9 @@ class Upb(Backend):
         name = domain.__name__
         body = "\n".join([*g.lines, *(f"    {line}" for line in assigns)])
         return (
-            f"def f_{name}(d, m):\n{body}\n\n\n"
-            f"def u_{name}(d):\n    m = {g.const(wire_class)}()\n    f_{name}(d, m)\n    return m\n"
+            f"def f_{name}(d, m{g.signature()}):\n{body}\n\n\n"
+            f"def u_{name}(d{g.signature()}):\n    m = {g.const(wire_class)}()\n"
+            f"    f_{name}(d, m{g.passed()})\n    return m\n"
         )
 
 
@@ -280,6 +303,7 @@ class _Namespace:
             "_epoch_millis": rules.epoch_millis,
             "_from_epoch_millis": rules.from_epoch_millis,
             "_leader_addr": rules.leader_addr,
+            "_leader_endpoint": leader_endpoint,
             "_str_map": _str_map,
         }
         self._consts: dict[int, str] = {}
@@ -369,6 +393,22 @@ class UnstructureGen:
         self.indent = "    "
         self.count = 0
         self.placeholders: dict[str, _SubMessage] = {}
+        #: The domain model whose attributes are being read (a nested one, inline).
+        self.domain: type = object
+        #: Keyword parameters of the function, each a wire field a caller may give.
+        self.params: list[str] = []
+
+    def param(self, name: str) -> None:
+        """Take the wire field `name` as a keyword parameter, None by default."""
+        self.params.append(name)
+
+    def signature(self) -> str:
+        """The keyword parameters, as they follow `d` (or `d, m`) in a `def`."""
+        return "".join(f", {p}=None" for p in self.params)
+
+    def passed(self) -> str:
+        """The keyword parameters, passed on to an inner function."""
+        return "".join(f", {p}={p}" for p in self.params)
 
     def unstructure_fn(self, domain: type) -> str:
         return f"u_{domain.__name__}"
@@ -398,7 +438,7 @@ class UnstructureGen:
         self.placeholders[name] = sub
         return name
 
-    def check(self, kind: str, var: str) -> str:
+    def check(self, kind: ScalarKind, var: str) -> str:
         return self.backend.check(kind, var)
 
     def sequence(self, value: str) -> str:
@@ -425,6 +465,7 @@ class UnstructureGen:
     def inline(self, domain: type, obj: str) -> list[tuple[str, str]]:
         """The wire fields of `domain`'s pair, read from the domain value `obj`."""
         fields: dict[str, str] = {}
+        outer, self.domain = self.domain, domain
         for rule in self.rules(domain):
             for wire, expr in rule.unstructure(self, obj):
                 if wire in fields:
@@ -434,6 +475,7 @@ class UnstructureGen:
                     self.stmt(f"if {fields[wire]} != {expr}: raise _Invalid")
                 else:
                     fields[wire] = expr
+        self.domain = outer
         for rule in self.rules(domain):
             if isinstance(rule, rules.Messages):
                 # An item's attribute that the enclosing message carries (an
@@ -489,15 +531,27 @@ def compile_backend(backend: Backend, pairs: tuple[Pair, ...] = PAIRS) -> Compil
             wire_class = backend.classes[pair.wire]
             chunks.append(UnstructureGen(backend, ns).function(pair.domain, wire_class))
         sources[pair.domain] = "\n\n".join(chunks)
-    for domain, source in sources.items():
-        filename = source_file_name(backend, domain)
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        exec(compile(source, filename, "exec"), ns.globals)  # noqa: S102 - our own generated code
+    exec_generated(
+        {source_file_name(backend, domain): source for domain, source in sources.items()},
+        ns.globals,
+    )
     structure = {p.domain: ns.globals[f"s_{p.domain.__name__}"] for p in pairs}
     top = [p.domain for p in pairs if not p.embedded]
     unstructure = {d: ns.globals[f"u_{d.__name__}"] for d in top}
     fill = {d: ns.globals[f"f_{d.__name__}"] for d in top if f"f_{d.__name__}" in ns.globals}
     return Compiled(backend, structure, unstructure, sources, fill)
+
+
+def exec_generated(sources: dict[str, str], namespace: dict[str, Any]) -> None:
+    """Compile and run each generated source into `namespace`, under its own file name.
+
+    The one place that runs generated code. Each file name (`<llmgw_wire
+    generated ...>`) is registered with `linecache`, so that a traceback or a
+    debugger shows the generated line, as cattrs does for its hooks.
+    """
+    for filename, source in sources.items():
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
 
 
 def source_file_name(backend: Backend, domain: type) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from llmgw_wire.errors import EncodeError, format_path
-from llmgw_wire.mapping.rules import Invalid, LeaderEndpoint, Messages, Path, Rule, leader_addr
+from llmgw_wire.errors import EncodeError, format_path, shown
+from llmgw_wire.mapping.rules import FieldRule, Messages, Path, Rule
 from llmgw_wire.mapping.secrets import is_secret
 from llmgw_wire.mapping.table import flat_fields, pair_for
 
@@ -24,7 +24,7 @@ class _TableWalk:
         pair = pair_for(type(value))
         for rule in pair.rules:
             sub = getattr(value, rule.attr)
-            error = self._explain(rule, sub, value, (*path, rule.attr))
+            error = self._explain(rule, value, (*path, rule.attr))
             if error is not None:
                 if is_secret(pair.domain, rule.attr):
                     # Only the attribute's path: a map's key, or an item's
@@ -41,12 +41,9 @@ class _TableWalk:
             for attrs in others:
                 got = _resolve(value, attrs)
                 if got != want:
-                    shown_want = "the value" if secret else repr(want)
-                    expected = (
-                        f"{shown_want} as at `{format_path((*path, *first))}`"
-                        " (both are one wire field)"
-                    )
-                    raise EncodeError(expected, got, (*path, *attrs), secret=secret)
+                    where = (*path, *first)
+                    why = "both are one wire field"
+                    raise _disagreement(want, where, got, (*path, *attrs), why, secret=secret)
 
     def context(self, value: Any, rule: Messages, path: Path) -> None:
         """Each item's attributes that the enclosing message carries must agree with it."""
@@ -58,24 +55,15 @@ class _TableWalk:
             for i, item in enumerate(getattr(value, rule.attr)):
                 got = getattr(item, attr)
                 if got != want:
-                    shown_want = "the value" if secret else repr(want)
-                    expected = (
-                        f"{shown_want} as at `{format_path((*path, *where))}` (the wire "
-                        "carries it once, in the enclosing message)"
-                    )
-                    raise EncodeError(expected, got, (*path, rule.attr, i, attr), secret=secret)
+                    why = "the wire carries it once, in the enclosing message"
+                    at = (*path, rule.attr, i, attr)
+                    raise _disagreement(want, (*path, *where), got, at, why, secret=secret)
 
-    def _explain(self, rule: Rule, sub: object, value: object, path: Path) -> EncodeError | None:
+    def _explain(self, rule: Rule, value: object, path: Path) -> EncodeError | None:
         # The error, returned rather than raised, so that the caller can
         # replace it for a secret without it ever reaching a traceback.
         try:
-            rule.explain(sub, path, self)
-            if isinstance(rule, LeaderEndpoint) and sub is not None:
-                try:
-                    leader_addr(value)
-                except Invalid:
-                    expected = "None, or `http://<leader_addr>:<http_port>` for rank 0"
-                    return EncodeError(expected, sub, path)
+            rule.explain_in(value, path, self)
         except EncodeError as error:
             error.__traceback__ = None
             return error
@@ -83,7 +71,7 @@ class _TableWalk:
 
     def wire(self, message: object, domain: type, path: Path, message_type: str) -> None:
         for rule in pair_for(domain).rules:
-            sub_path = path if rule.embedded_in_parent else (*path, rule.wire)
+            sub_path = (*path, rule.wire) if isinstance(rule, FieldRule) else path
             rule.explain_structure(message, sub_path, message_type, self)
 
     def rules(self, domain: type) -> tuple[Rule, ...]:
@@ -101,6 +89,15 @@ def explain_value(value: Any, path: Path = ()) -> None:
 def explain_wire(message: object, domain: type, path: Path, message_type: str) -> None:
     """Raise the precise `DecodeError` for the first wire value with no domain value."""
     _WALK.wire(message, domain, path, message_type)
+
+
+def _disagreement(
+    want: object, want_at: Path, got: object, got_at: Path, why: str, *, secret: bool
+) -> EncodeError:
+    """Two attributes that the wire carries as one value, and that disagree."""
+    shown_want = "the value" if secret else shown(want)
+    expected = f"{shown_want} as at `{format_path(want_at)}` ({why})"
+    return EncodeError(expected, got, got_at, secret=secret)
 
 
 def _is_secret_path(value: object, attrs: tuple[str, ...]) -> bool:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from attrs import frozen
 
 from llmgw_wire.domain.keepalive import EPOCH
+from llmgw_wire.domain.reconciler import leader_endpoint
 from llmgw_wire.errors import DecodeError, EncodeError
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ __all__ = [
     "Constant",
     "Embedded",
     "EpochMillis",
+    "FieldRule",
     "FromContext",
     "Invalid",
     "LeaderEndpoint",
@@ -45,7 +47,9 @@ __all__ = [
     "Path",
     "Repeated",
     "Rule",
+    "RuleKind",
     "Scalar",
+    "ScalarKind",
     "StateEnum",
     "StrMap",
     "Walk",
@@ -63,6 +67,26 @@ __all__ = [
 ]
 
 Path = tuple[str | int, ...]
+
+#: The kinds of rule, one per rule class.
+RuleKind = Literal[
+    "scalar",
+    "repeated",
+    "map",
+    "message",
+    "messages",
+    "embedded",
+    "state",
+    "millis",
+    "epoch-millis",
+    "leader-endpoint",
+    "constant",
+    "from-context",
+    "not-carried",
+]
+
+#: The wire scalars a `Scalar` or `Repeated` rule carries.
+ScalarKind = Literal["int32", "int64", "string", "bool"]
 
 INT_RANGES: dict[str, tuple[int, int]] = {
     "int32": (-(2**31), 2**31 - 1),
@@ -86,7 +110,7 @@ def utf8_ok(text: str) -> bool:
     return True
 
 
-def scalar_ok(kind: str, value: object) -> bool:
+def scalar_ok(kind: ScalarKind, value: object) -> bool:
     """Whether `value` can be carried by a wire scalar of `kind` as it is."""
     if kind == "string":
         return isinstance(value, str) and utf8_ok(value)
@@ -96,14 +120,14 @@ def scalar_ok(kind: str, value: object) -> bool:
     return type(value) is int and lo <= value <= hi
 
 
-def expected(kind: str, value: object) -> str:
+def expected(kind: ScalarKind, value: object) -> str:
     """What a wire scalar of `kind` expected, for the error about `value`."""
     if kind == "string" and isinstance(value, str):
         return "a string that is valid UTF-8 (no lone surrogates)"
     return kind
 
 
-def check_source(kind: str, var: str) -> str:
+def check_source(kind: ScalarKind, var: str) -> str:
     """Source of a test that is true when `var` cannot be carried by a wire scalar of `kind`."""
     if kind == "string":
         return f"not isinstance({var}, str) or not ({var}.isascii() or _utf8_ok({var}))"
@@ -185,7 +209,7 @@ class Walk(Protocol):
 def attr_for_wire(rules: tuple[Rule, ...], wire: str) -> str:
     """The attribute that the wire field `wire` carries, among `rules`."""
     for rule in rules:
-        if rule.wire == wire and not isinstance(rule, Embedded):
+        if isinstance(rule, FieldRule) and rule.wire == wire:
             return rule.attr
     raise KeyError(wire)
 
@@ -193,19 +217,24 @@ def attr_for_wire(rules: tuple[Rule, ...], wire: str) -> str:
 def wire_kind(rules: tuple[Rule, ...], wire: str) -> str:
     """The kind of value (`int32`, `string`, ..., `repeated`) of the wire field `wire`."""
     for rule in rules:
-        if rule.wire == wire:
+        if isinstance(rule, FieldRule) and rule.wire == wire:
             return rule.kind if isinstance(rule, Scalar) else "repeated"
     raise KeyError(wire)
 
 
 @frozen
 class Rule:
-    """How one domain attribute, `attr`, is carried by the wire field `wire`."""
+    """How one domain attribute, `attr`, travels (or does not) on the wire."""
 
     attr: str
-    wire: str
 
-    describe_kind: ClassVar[str] = ""
+    #: What kind of rule it is: the closed set of `RuleKind`, what the
+    #: mapping's description (`llmgw_wire.mapping.description`) records.
+    rule_kind: ClassVar[RuleKind]
+    #: Whether the attribute is one field of scalars of the pair's own message
+    #: (a scalar, a repeated scalar, a map, a state, a duration or a time):
+    #: two attributes on one such field must agree to be encoded.
+    flat: ClassVar[bool] = False
     #: Whether the rule's wire fields are those of the enclosing message (an
     #: error path then names no field of its own for it).
     embedded_in_parent: ClassVar[bool] = False
@@ -221,19 +250,47 @@ class Rule:
     def explain(self, value: object, path: Path, walk: Walk) -> None:
         """Raise `EncodeError` if `value` cannot be carried; else return."""
 
+    def explain_in(self, owner: object, path: Path, walk: Walk) -> None:
+        """Raise `EncodeError` if the attribute of `owner` cannot be carried.
+
+        The attribute alone, by default; a rule whose value depends on other
+        attributes of the same value (the leader endpoint) reads them here.
+        """
+        self.explain(getattr(owner, self.attr), path, walk)
+
+    def made_of(self) -> tuple[str, ...]:
+        """The wire fields of the pair's message whose values the attribute holds.
+
+        A secret field makes the attribute secret (`llmgw_wire.mapping.secrets`).
+        """
+        return ()
+
     def explain_structure(self, message: object, path: Path, message_type: str, walk: Walk) -> None:
         """Raise `DecodeError` if the wire value does not make a domain value."""
 
     def describe(self) -> str:
         """One line for the mapping reference."""
-        return self.describe_kind
+        raise NotImplementedError
 
 
 @frozen
-class Scalar(Rule):
+class FieldRule(Rule):
+    """A rule whose attribute is carried by `wire`, a field of the pair's own message."""
+
+    wire: str
+
+    def made_of(self) -> tuple[str, ...]:
+        return (self.wire,)
+
+
+@frozen
+class Scalar(FieldRule):
     """A scalar field: `int32`, `int64`, `string` or `bool`, range-checked when encoding."""
 
-    kind: str = "string"
+    rule_kind: ClassVar[RuleKind] = "scalar"
+    flat: ClassVar[bool] = True
+
+    kind: ScalarKind = "string"
 
     def structure_expr(self, g: StructureGen) -> str:
         return f"{g.m}.{self.wire}"
@@ -255,10 +312,13 @@ class Scalar(Rule):
 
 
 @frozen
-class Repeated(Rule):
+class Repeated(FieldRule):
     """A repeated scalar field: a tuple in the domain, each item checked when encoding."""
 
-    kind: str = "string"
+    rule_kind: ClassVar[RuleKind] = "repeated"
+    flat: ClassVar[bool] = True
+
+    kind: ScalarKind = "string"
 
     def structure_expr(self, g: StructureGen) -> str:
         return f"tuple({g.repeated(self.wire)})"
@@ -280,8 +340,11 @@ class Repeated(Rule):
 
 
 @frozen
-class StrMap(Rule):
+class StrMap(FieldRule):
     """A `map<string, string>` field: a dict in the domain, copied both ways."""
+
+    rule_kind: ClassVar[RuleKind] = "map"
+    flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureGen) -> str:
         return g.str_map(self.wire)
@@ -308,13 +371,15 @@ class StrMap(Rule):
 
 
 @frozen
-class Message(Rule):
+class Message(FieldRule):
     """A sub-message carried by its own pair (`domain`).
 
     Optional: None in the domain exactly when the field is unset on the wire.
     Required: an unset field decodes as the domain type's zero value, and the
     field is always set when encoding.
     """
+
+    rule_kind: ClassVar[RuleKind] = "message"
 
     domain: type = object
     optional: bool = False
@@ -348,12 +413,14 @@ class Message(Rule):
 
 
 @frozen
-class Messages(Rule):
+class Messages(FieldRule):
     """A repeated sub-message: a tuple of the pair's domain values.
 
     `context` names keyword arguments passed to each item's structure function
     from fields of this message (the node id an adopted shard belongs to).
     """
+
+    rule_kind: ClassVar[RuleKind] = "messages"
 
     domain: type = object
     context: tuple[tuple[str, str], ...] = ()
@@ -392,6 +459,8 @@ class Embedded(Rule):
     groups them. With `present_if`, the nested value is None exactly when that
     wire field is empty, so encoding one whose field is empty is an error.
     """
+
+    rule_kind: ClassVar[RuleKind] = "embedded"
 
     domain: type = object
     present_if: str = ""
@@ -444,8 +513,11 @@ class Embedded(Rule):
 
 
 @frozen
-class StateEnum(Rule):
+class StateEnum(FieldRule):
     """The shard state enum; a number this side does not know decodes as FAILED."""
+
+    rule_kind: ClassVar[RuleKind] = "state"
+    flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureGen) -> str:
         return f"_state_from_wire.get({g.m}.{self.wire}, _FAILED)"
@@ -466,8 +538,11 @@ class StateEnum(Rule):
 
 
 @frozen
-class Millis(Rule):
+class Millis(FieldRule):
     """A `timedelta` carried as whole milliseconds in an int64."""
+
+    rule_kind: ClassVar[RuleKind] = "millis"
+    flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureGen) -> str:
         return f"_from_millis({g.m}.{self.wire})"
@@ -497,8 +572,11 @@ class Millis(Rule):
 
 
 @frozen
-class EpochMillis(Rule):
+class EpochMillis(FieldRule):
     """An aware `datetime` carried as whole milliseconds since the Unix epoch."""
+
+    rule_kind: ClassVar[RuleKind] = "epoch-millis"
+    flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureGen) -> str:
         return f"_from_epoch_millis({g.m}.{self.wire})"
@@ -532,35 +610,62 @@ class EpochMillis(Rule):
 
 
 @frozen
-class LeaderEndpoint(Rule):
-    """The reference's endpoint rule.
+class LeaderEndpoint(FieldRule):
+    """The reference's endpoint rule: an URL made of three wire fields.
 
-    Decoding: `http://{leader_addr}:{http_port}` for rank 0 with a leader
-    address, else None. Encoding recovers `leader_addr` from the endpoint, so
+    `wire` is the leader's address; `rank` and `port` are the wire fields of
+    the shard's rank and HTTP port, which the same pair maps to attributes of
+    their own. Decoding: `http://{address}:{port}` for rank 0 with an
+    address, else None. Encoding recovers the address from the endpoint, so
     an endpoint of any other form cannot be encoded; the leader address of a
     shard of another rank does not survive decoding (a documented
     normalisation).
     """
 
+    rule_kind: ClassVar[RuleKind] = "leader-endpoint"
+
+    rank: str = "rank"
+    port: str = "http_port"
+
     def structure_expr(self, g: StructureGen) -> str:
         m = g.m
-        return (
-            f"(f'http://{{{m}.{self.wire}}}:{{{m}.http_port}}' "
-            f"if {m}.rank == 0 and {m}.{self.wire} else None)"
-        )
+        return f"_leader_endpoint({m}.{self.wire}, {m}.{self.rank}, {m}.{self.port})"
+
+    def _siblings(self, rules: tuple[Rule, ...]) -> tuple[str, str]:
+        return attr_for_wire(rules, self.rank), attr_for_wire(rules, self.port)
 
     def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
-        return [(self.wire, f"_leader_addr({obj})")]
+        rank, port = self._siblings(g.rules(g.domain))
+        # A caller may give the address itself: an agent reports its leader's
+        # for every rank, which no domain value but rank 0's holds.
+        g.param(self.wire)
+        derived = f"_leader_addr({obj}.{self.attr}, {obj}.{rank}, {obj}.{port})"
+        return [(self.wire, f"({derived} if {self.wire} is None else {self.wire})")]
 
-    # Checked with the whole shard by the explaining walk, which knows rank and port.
+    def explain_in(self, owner: object, path: Path, walk: Walk) -> None:
+        rank, port = self._siblings(walk.rules(type(owner)))
+        endpoint = getattr(owner, self.attr)
+        try:
+            leader_addr(endpoint, getattr(owner, rank), getattr(owner, port))
+        except Invalid:
+            expected = f"None, or `http://<{self.wire}>:<{port}>` for {rank} 0"
+            raise EncodeError(expected, endpoint, path) from None
+
+    def made_of(self) -> tuple[str, ...]:
+        return (self.wire, self.rank, self.port)
 
     def describe(self) -> str:
-        return "str | None: `http://{leader_addr}:{http_port}` for rank 0 with a leader address"
+        return (
+            f"str | None: `http://{{{self.wire}}}:{{{self.port}}}` for {self.rank} 0"
+            f" with a leader address"
+        )
 
 
 @frozen
 class Constant(Rule):
     """A domain attribute the wire does not carry, set to `value` when decoding."""
+
+    rule_kind: ClassVar[RuleKind] = "constant"
 
     value: object = None
 
@@ -579,6 +684,11 @@ class Constant(Rule):
 class FromContext(Rule):
     """A domain attribute the enclosing message supplies (e.g. the node id)."""
 
+    rule_kind: ClassVar[RuleKind] = "from-context"
+
+    #: The field of the enclosing message that supplies it.
+    source: str = ""
+
     def structure_expr(self, g: StructureGen) -> str:
         g.param(self.attr)
         return self.attr
@@ -587,7 +697,7 @@ class FromContext(Rule):
         return []
 
     def describe(self) -> str:
-        return f"not on this message; taken from `{self.wire}` of the enclosing one"
+        return f"not on this message; taken from `{self.source}` of the enclosing one"
 
 
 @frozen
@@ -596,6 +706,11 @@ class NotCarried(Rule):
 
     Encoding a value that has it set is an error rather than a silent loss.
     """
+
+    rule_kind: ClassVar[RuleKind] = "not-carried"
+
+    #: The message that has no field for it, for the error and the reference.
+    message: str = ""
 
     def structure_expr(self, g: StructureGen) -> str:
         return "None"
@@ -606,21 +721,21 @@ class NotCarried(Rule):
 
     def explain(self, value: object, path: Path, walk: Walk) -> None:
         if value is not None:
-            raise EncodeError(f"None ({self.wire} does not carry it)", value, path)
+            raise EncodeError(f"None ({self.message} does not carry it)", value, path)
 
     def describe(self) -> str:
-        return f"not carried by {self.wire}: decodes as None, and must be None to encode"
+        return f"not carried by {self.message}: decodes as None, and must be None to encode"
 
 
-def leader_addr(shard: Any) -> str:
-    """The leader address an adopted shard's endpoint implies; `Invalid` if none can."""
-    endpoint = shard.endpoint
+def leader_addr(endpoint: object, rank: object, port: object) -> str:
+    """The leader address an endpoint implies for a shard of `rank` on `port`; `Invalid` if none."""
     if endpoint is None:
         return ""
-    if not isinstance(endpoint, str) or shard.rank != 0 or not endpoint.startswith("http://"):
+    if not isinstance(endpoint, str) or rank != 0 or not endpoint.startswith("http://"):
         raise Invalid
-    addr, _, port = endpoint[7:].rpartition(":")
-    if not addr or endpoint != f"http://{addr}:{shard.http_port}":
+    if type(port) is not int:
         raise Invalid
-    del port
+    addr = endpoint[7:].rpartition(":")[0]
+    if not addr or endpoint != leader_endpoint(addr, rank, port):
+        raise Invalid
     return addr

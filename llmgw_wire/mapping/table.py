@@ -43,6 +43,7 @@ from llmgw_wire.mapping.rules import (
     Constant,
     Embedded,
     EpochMillis,
+    FieldRule,
     FromContext,
     LeaderEndpoint,
     Message,
@@ -68,6 +69,7 @@ __all__ = [
     "Envelope",
     "Pair",
     "flat_fields",
+    "mapped_fields",
     "pair_for",
 ]
 
@@ -118,9 +120,30 @@ def _flat_fields(pair: Pair) -> list[tuple[str, tuple[str, ...]]]:
             if not rule.present_if:
                 inner = pair_for(rule.domain)
                 out.extend((w, (rule.attr, *a)) for w, a in _flat_fields(inner))
-        elif isinstance(rule, (Scalar, Repeated, StrMap, StateEnum, Millis, EpochMillis)):
+        elif isinstance(rule, FieldRule) and rule.flat:
             out.append((rule.wire, (rule.attr,)))
     return out
+
+
+def mapped_fields(pair: Pair, pairs: tuple[Pair, ...] | None = None) -> set[str]:
+    """The wire fields of its message that `pair` reads, embedded pairs included.
+
+    Args:
+        pair: the pair.
+        pairs: the table its embedded pairs are looked up in (default: `PAIRS`).
+    """
+    by_domain = _BY_DOMAIN if pairs is None else {p.domain: p for p in pairs}
+    fields: set[str] = set()
+    for rule in pair.rules:
+        if isinstance(rule, Embedded):
+            inner = by_domain.get(rule.domain)
+            if inner is not None:
+                fields |= mapped_fields(inner, pairs)
+            if rule.present_if:
+                fields.add(rule.present_if)
+        else:
+            fields.update(rule.made_of())
+    return fields
 
 
 # Shorthands that keep the table below one line per attribute. Without
@@ -212,8 +235,8 @@ PAIRS: tuple[Pair, ...] = (
         _string("cuda_version"),
         _int32s("nvlink_peers"),
         _map("nic_paths"),
-        Embedded("fabric", "", GPUFabric, present_if="fabric_state"),
-        Embedded("health", "", GPUHealth),
+        Embedded("fabric", GPUFabric, present_if="fabric_state"),
+        Embedded("health", GPUHealth),
         _maybe("mig", MIGDevice),
     )),
     Pair(IMEX, "llmgw.v1.IMEX", (
@@ -241,7 +264,7 @@ PAIRS: tuple[Pair, ...] = (
         _string("hostname"),
         _string("mgmt_addr"),
         _map("labels"),
-        Constant("state", "", NodeState.READY),
+        Constant("state", NodeState.READY),
         _string("agent_version"),
         _strings("features"),
         _map("engine_versions"),
@@ -262,7 +285,7 @@ PAIRS: tuple[Pair, ...] = (
         _int32("total", "layers_total"),
     )),
     Pair(AdoptedShard, "llmgw.v1.RunningShard", (
-        FromContext("node_id", "node_id"),
+        FromContext("node_id", source="node_id"),
         _string("replica_id"),
         _string("shard_id"),
         _int32("rank"),
@@ -279,7 +302,7 @@ PAIRS: tuple[Pair, ...] = (
         LeaderEndpoint("endpoint", "leader_addr"),
     )),
     Pair(Registration, "llmgw.v1.Register", (
-        Embedded("node", "", Node),
+        Embedded("node", Node),
         Messages("shards", "running_shards", AdoptedShard, context=(("node_id", "node_id"),)),
     )),
     Pair(Adapter, "llmgw.v1.LoraAdapter", (
@@ -318,10 +341,10 @@ PAIRS: tuple[Pair, ...] = (
         _string("api_key"),
         _int32("threads", "cpu_threads"),
         _one("profile", Profile),
-        NotCarried("compute", "StartShard"),
+        NotCarried("compute", message="StartShard"),
     )),
     Pair(ShardCommand, "llmgw.v1.StartShard", (
-        Embedded("spec", "", ShardSpec),
+        Embedded("spec", ShardSpec),
         Millis("startup_timeout", "startup_timeout_ms"),
     )),
     Pair(StopCommand, "llmgw.v1.StopShard", (

@@ -14,13 +14,7 @@ import grpc.aio
 from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
-from llmgw_wire.conversions import (
-    adopted_from_register,
-    node_from_register,
-    register_from_inventory,
-    running_shard_from_spec,
-)
-from llmgw_wire.domain import Registration
+from llmgw_wire.conversions import registration_from_inventory
 from llmgw_wire.errors import (
     DecodeError,
     StatusCode,
@@ -43,7 +37,7 @@ from llmgw_wire.stream._tls import status_error
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
-    from llmgw_wire.domain import FabricAttachment, Inventory, ShardSpec, State
+    from llmgw_wire.domain import Registration
     from llmgw_wire.stream._tls import ClientTLS
 
 __all__ = ["Backoff", "connect", "keep_connected", "registration_from_inventory"]
@@ -398,43 +392,3 @@ async def keep_connected(
         logger.info("connecting to %s in %.1f s", (await targets.current())[0], delay)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stopped.wait(), delay)
-
-
-def registration_from_inventory(
-    node_id: str,
-    hostname: str,
-    mgmt_addr: str,
-    agent_version: str,
-    inventory: Inventory,
-    *,
-    labels: Mapping[str, str] | None = None,
-    fabrics: Iterable[FabricAttachment] = (),
-    running: Iterable[tuple[ShardSpec, State]] = (),
-    features: Iterable[str] = (),
-    engine_versions: Mapping[str, str] | None = None,
-    engines_probed: bool = False,
-    cpu_count: int | None = None,
-) -> Registration:
-    """The `Registration` an agent sends: what it discovered, and the shards it runs.
-
-    `running` gives each shard's spec and state, as the shard store keeps
-    them (`[(s.spec, s.state) for s in states]`); each becomes the shard the
-    control plane adopts, compute placement included. The result is what
-    the control plane decodes from the same registration.
-    """
-    register = register_from_inventory(
-        node_id,
-        hostname,
-        mgmt_addr,
-        agent_version,
-        labels or {},
-        inventory,
-        fabrics,
-        running=[running_shard_from_spec(spec, state) for spec, state in running],
-        features=features,
-        engine_versions=engine_versions,
-        engines_probed=engines_probed,
-        cpu_count=cpu_count,
-    )
-    node = node_from_register(register)
-    return Registration(node, tuple(adopted_from_register(node.id, register.running_shards)))

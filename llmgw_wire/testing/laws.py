@@ -91,7 +91,7 @@ def _domain_wire_domain(cls: type, value: Any, conv: cattrs.Converter) -> None:
 
 
 def _domain_bytes_domain(cls: type, value: Any, conv: cattrs.Converter) -> None:
-    back = decode(encode(value), cls)
+    back: object = decode(encode(value), cls)
     _expect(back == value, "decode(encode(d))", back, value)
 
 
@@ -105,7 +105,7 @@ def _backends_agree(cls: type, value: Any, conv: cattrs.Converter) -> None:
         wire.parse(typed),
         wire.parse(fast),
     )
-    from_typed = decode(typed, cls)
+    from_typed: object = decode(typed, cls)
     _expect(from_typed == value, "decode(betterproto2's bytes)", from_typed, value)
     from_fast: object = conv.structure(wire.parse(fast), cls)
     _expect(from_fast == value, "structure(betterproto2's parse of upb's bytes)", from_fast, value)
@@ -168,7 +168,7 @@ def _encoded_decodes_equal(cls: type, value: Any, conv: cattrs.Converter) -> Non
         data = encode(value)
     except EncodeError:
         return  # refused, saying why: never carried changed
-    back = decode(data, cls)
+    back: object = decode(data, cls)
     _expect(back == value, "decode(encode(d)) of a value encode accepted", back, value)
 
 

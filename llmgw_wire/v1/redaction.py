@@ -2,12 +2,14 @@
 
 A field is secret when the schema marks it with protobuf's standard option
 `[debug_redact = true]` (`string api_key = 16 [debug_redact = true];`). This
-module reads that from the descriptor set the wire layer was generated from,
-and makes the betterproto2 classes' `repr` (and so `str`) show a secret field
-only as `<secret str, not shown>`. The mapping derives the secret domain
-attributes from the same set (`llmgw_wire.mapping.SECRET_ATTRIBUTES`): adding
-the option to a field of the schema is the whole change needed to keep it out
-of every repr, error, log line and default dump.
+module reads that from the descriptor set the wire layer was generated from.
+`redact_reprs` gives the betterproto2 classes a `repr` (and `str`) that shows
+a secret field only as `<secret str, not shown>` (`llmgw_wire.errors.shown`);
+it is called in one place, `llmgw_wire.v1`, the module that every path of the
+library to the wire classes goes through (the mapping reads this module).
+The mapping derives the secret domain attributes from the same set
+(`llmgw_wire.mapping.SECRET_ATTRIBUTES`); a test holds the domain's own marks
+(`secret()`) equal to them.
 
 Serialisations asked for on purpose still carry the value: `bytes(message)`,
 betterproto2's `to_dict` and `to_json`, and the library's `encode`.

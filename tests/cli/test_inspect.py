@@ -78,7 +78,7 @@ def test_the_api_key_is_redacted_unless_asked_for(
 
     _, out, _ = inspect(capsys, "--type", "StartShard", "--format", "tree", str(command_file))
     assert SECRET not in out
-    assert "    api_key: <redacted>\n" in out
+    assert "    api_key: <secret str, not shown>\n" in out
 
     _, out, _ = inspect(capsys, "--type", "StartShard", "--show-secrets", str(command_file))
     assert from_json(out, ShardCommand) == sample_command()

@@ -26,20 +26,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import betterproto2
 import pytest
-from fixture_values import COMMAND, NODE, REGISTRATION, REPORT, SPEC
 from google.protobuf import descriptor_pb2, json_format
 from hypothesis import given
-from wire_fixtures import (
-    FIXTURES,
-    SCHEMA,
-    compile_schema,
-    message_classes,
-    message_of,
-    read,
-    render,
-    shared_field_differences,
-    versions,
-)
 
 from llmgw_wire import (
     Node,
@@ -55,6 +43,22 @@ from llmgw_wire import (
 )
 from llmgw_wire.codec.schema import descriptor_set
 from llmgw_wire.testing import strategies as lst
+from tests.support import (
+    COMMAND,
+    FIXTURES,
+    NODE,
+    REGISTRATION,
+    REPORT,
+    SCHEMA,
+    SPEC,
+    compile_schema,
+    message_classes,
+    message_of,
+    read,
+    render,
+    shared_field_differences,
+    versions,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Collection

@@ -17,13 +17,20 @@ from typing import TYPE_CHECKING, Any
 
 import betterproto2
 import pytest
-from fixture_values import ENCODED_FROM, EXPECTED, UNSET_BY_DESIGN
 from google.protobuf import descriptor_pb2, json_format
-from wire_fixtures import (
+
+from llmgw_wire import decode
+from llmgw_wire._gen.message_pool import default_message_pool
+from llmgw_wire.codec.schema import descriptor_set
+from llmgw_wire.mapping import PAIRS
+from tests.support import (
+    ENCODED_FROM,
+    EXPECTED,
     FIXTURES,
     HEAD,
     PACKAGE,
     SCHEMA,
+    UNSET_BY_DESIGN,
     UPDATE_SWITCH,
     digest,
     envelope_members,
@@ -34,11 +41,6 @@ from wire_fixtures import (
     versions,
     write_head,
 )
-
-from llmgw_wire import decode
-from llmgw_wire._gen.message_pool import default_message_pool
-from llmgw_wire.codec.schema import descriptor_set
-from llmgw_wire.mapping import PAIRS
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -121,7 +123,7 @@ def test_head_is_fresh() -> None:
     ]
     assert not stale, (
         f"tests/fixtures/HEAD is not what the current code writes ({'; '.join(stale)})."
-        " If the schema, the mapping or tests/fixture_values.py changed on purpose,"
+        " If the schema, the mapping or tests/support.py changed on purpose,"
         f" regenerate it with `make fixtures` ({UPDATE_SWITCH}=1 pytest"
         " tests/codec/test_fixtures.py), review `git diff tests/fixtures/HEAD`, and commit"
         " it. Released versions (tests/fixtures/v*/) are never regenerated."

@@ -2,7 +2,7 @@
 
 Never another exception, never a partial message, never a hang, never memory
 out of proportion to the input. Google's parser (upb) decides; the library's
-scanner (`llmgw_wire.codec.scan`) names the problem after upb refused.
+explainer (`llmgw_wire.codec.diagnose`) names the problem after upb refused.
 
 A known field sent with the wrong wire type is, for Google's runtime, an
 unknown field (conformant: a peer whose schema changed the field's type).
@@ -23,20 +23,6 @@ import pytest
 from google.protobuf.message import DecodeError as PbDecodeError
 from hypothesis import event, given
 from hypothesis import strategies as st
-from rawwire import (
-    EGROUP,
-    I64,
-    SGROUP,
-    as_go_reads,
-    group,
-    ld,
-    nested_groups,
-    plain_bp2,
-    plain_pb,
-    tag,
-    varint,
-    vi,
-)
 
 import llmgw_wire
 from llmgw_wire import (
@@ -55,13 +41,28 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, wire_class
+from llmgw_wire.codec.diagnose import EXPLAIN_FIELDS, MAX_DEPTH
 from llmgw_wire.codec.limits import COUNT_FIRST_ABOVE
-from llmgw_wire.codec.scan import EXPLAIN_FIELDS, MAX_DEPTH, over_64_bits
 from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES
+from llmgw_wire.codec.varint64 import over_64_bits
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
 from llmgw_wire.testing.sample import sample_registration
+from tests.support import (
+    EGROUP,
+    I64,
+    SGROUP,
+    as_go_reads,
+    group,
+    ld,
+    nested_groups,
+    plain_bp2,
+    plain_pb,
+    tag,
+    varint,
+    vi,
+)
 
 REGISTER: Any = CLASSES["llmgw.v1.Register"]
 
@@ -360,8 +361,8 @@ def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
     """
     script = (
         "import sys, time, tracemalloc\n"
-        f"sys.path.insert(0, {str(Path(__file__).parents[1])!r})\n"
-        "from rawwire import group, ld, vi\n"
+        f"sys.path.insert(0, {str(Path(__file__).parents[2])!r})\n"
+        "from tests.support import group, ld, vi\n"
         "import llmgw_wire as w\n"
         "from llmgw_wire import v1\n"
         f"data = {_SHAPES[shape]}\n"
@@ -721,7 +722,7 @@ def test_corrupted_messages_decode_as_the_official_runtime_reads_them(
     official = _official(raw, model)
     event("the official runtime refuses" if official is None else "valid protobuf")
     try:
-        value = decode(raw, model)
+        value: object = decode(raw, model)
     except DecodeError:
         if official is None:
             with pytest.raises(DecodeError, match="at offset"):
@@ -779,7 +780,7 @@ def test_the_corpus(name: str) -> None:
     for target, into in targets.items():
         assert _outcome(data, into) == entry[target], target
     if "ok" not in (entry.get("domain"), entry["wire"]):
-        if over_64_bits(data, CLASSES[proto].DESCRIPTOR) is not None:  # type: ignore[attr-defined]
+        if over_64_bits(data, CLASSES[proto].DESCRIPTOR) is not None:
             return  # the official Python runtime accepts these; Go refuses them, as we do
         with pytest.raises(PbDecodeError):
             CLASSES[proto]().ParseFromString(data)
@@ -1006,13 +1007,13 @@ def _with_suspect_runs(draw: st.DrawFn) -> bytes:
 
 @given(_with_suspect_runs())
 def test_the_fast_walk_for_varints_over_64_bits_agrees_with_the_scanner(raw: bytes) -> None:
-    from llmgw_wire.codec.scan import _scan  # the full walk: the reference here
+    from llmgw_wire.codec.diagnose import diagnose  # the full walk: the reference here
 
     try:
         REGISTER().ParseFromString(raw)
     except PbDecodeError:
         return
-    full = _scan(raw, REGISTER.DESCRIPTOR)
+    full = diagnose(raw, REGISTER.DESCRIPTOR, None)
     assert (over_64_bits(raw, REGISTER.DESCRIPTOR) is not None) == (
         full is not None and "more than 64 bits" in full.reason
     )
@@ -1033,7 +1034,7 @@ def test_the_varint_walk_takes_memory_in_proportion() -> None:
 
 def test_the_varint_walk_is_bounded_and_refuses_what_it_could_not_tell() -> None:
     """Empty unknown groups are each a step in Python: past the budget, refused, saying why."""
-    from llmgw_wire.codec.scan import WALK_STEPS
+    from llmgw_wire.codec.varint64 import WALK_STEPS
 
     suspect = ld(1, "中文字A".encode())
     within = group(99, b"") * (WALK_STEPS // 4) + suspect

@@ -23,22 +23,6 @@ import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import given
 from hypothesis import strategies as st
-from rawwire import (
-    EGROUP,
-    I32,
-    I64,
-    LEN,
-    SGROUP,
-    VARINT,
-    group,
-    ld,
-    nested_groups,
-    plain_bp2,
-    plain_pb,
-    tag,
-    varint,
-    vi,
-)
 
 from llmgw_wire import (
     DecodeError,
@@ -54,6 +38,22 @@ from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
+from tests.support import (
+    EGROUP,
+    I32,
+    I64,
+    LEN,
+    SGROUP,
+    VARINT,
+    group,
+    ld,
+    nested_groups,
+    plain_bp2,
+    plain_pb,
+    tag,
+    varint,
+    vi,
+)
 
 #: The official class of each proto message name, and its betterproto2 twin.
 OFFICIAL: dict[str, Any] = dict(CLASSES)

@@ -289,7 +289,7 @@ def test_a_mistyped_secret_is_not_shown() -> None:
     with pytest.raises(JSONError) as caught:
         from_json('{"spec": {"api_key": 123456789}}', ShardCommand)
     assert str(caught.value) == (
-        "Invalid `ShardCommand`: expected `string`, got a number (a secret, not shown)"
+        "Invalid `ShardCommand`: expected `string`, got <secret int, not shown>"
         " - at `$.spec.api_key`"
     )
     assert "123456789" not in repr(caught.value)
@@ -369,3 +369,14 @@ def test_what_an_array_or_object_holds_is_never_shown() -> None:
     with pytest.raises(JSONError) as caught:
         from_json('{"hcas": {"api_key": "sk-llmgw-demo-0000"}}', ShardSpec)
     assert str(caught.value) == "Invalid `ShardSpec`: expected `array`, got an object - at `$.hcas`"
+
+
+def test_to_json_and_from_json_are_deprecated_names_of_encode_and_decode() -> None:
+    from llmgw_wire.codec import json as wire_json
+
+    spec = ShardSpec(shard_id="s0")
+    with pytest.warns(DeprecationWarning, match="use llmgw_wire.codec.json.encode"):
+        text = wire_json.to_json(spec)
+    assert text == wire_json.encode(spec)
+    with pytest.warns(DeprecationWarning, match="use llmgw_wire.codec.json.decode"):
+        assert wire_json.from_json(text, ShardSpec) == wire_json.decode(text, ShardSpec) == spec

@@ -16,8 +16,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from buf_pairs import BUF_PAIRS
-from compat_cases import CASES, edit
+from tests.compat.buf_pairs import BUF_PAIRS
+from tests.compat.compat_cases import CASES, edit
 
 __all__ = ["CORPUS", "Case"]
 
@@ -822,7 +822,7 @@ EXTRA: list[Case] = [
 
 
 # ---- edits of the real schema, frozen here as it was when the corpus was made
-# (`schemas/current`), and the older peers' schema (`tests/schemas/older`,
+# (`tests/schemas/buf-corpus`), and the older peers' schema (`tests/schemas/older`,
 # before MIG support and compute reporting, frozen for the cross-version tests)
 
 _HERE = Path(__file__).resolve().parent
@@ -832,7 +832,7 @@ def _schema(root: Path) -> dict[str, str]:
     return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*.proto"))}
 
 
-REAL = _schema(_HERE / "schemas" / "current")
+REAL = _schema(_HERE.parent / "schemas" / "buf-corpus")
 OLDER = _schema(_HERE.parent / "schemas" / "older")
 NODE_PROTO, SHARD_PROTO, SERVICE_PROTO = (
     "llmgw/v1/node.proto",

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from buf_cases import CORPUS
 
 from llmgw_wire import compat
+from tests.compat.buf_cases import CORPUS
 
 if TYPE_CHECKING:
-    from buf_cases import Case
+    from tests.compat.buf_cases import Case
 
 pytestmark = pytest.mark.subprocess
 

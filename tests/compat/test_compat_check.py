@@ -18,7 +18,7 @@ from llmgw_wire.errors import WireError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-from compat_cases import CASES, PROTO3, edit
+from tests.compat.compat_cases import CASES, PROTO3, edit
 
 REPO = Path(__file__).resolve().parents[2]
 

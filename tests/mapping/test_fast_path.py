@@ -26,7 +26,6 @@ import pytest
 from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import given
 from hypothesis import strategies as st
-from rawwire import LEN, ld, tag, varint, vi
 
 from llmgw_wire import (
     DecodeError,
@@ -40,7 +39,7 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.codec import wire_class
-from llmgw_wire.codec.binary import reaches_map as _reaches_map
+from llmgw_wire.codec._guard import reaches_map as _reaches_map
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.mapping.compiler import _positional
@@ -48,9 +47,10 @@ from llmgw_wire.mapping.rules import Embedded, Message, Messages, Repeated, Scal
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
 from llmgw_wire.testing.sample import sample_command, sample_registration
+from tests.support import LEN, ld, tag, varint, vi
 
 if TYPE_CHECKING:
-    from conftest import WireBackend
+    from tests.support import WireBackend
 
 REGISTER: Any = CLASSES["llmgw.v1.Register"]
 START_SHARD: Any = CLASSES["llmgw.v1.StartShard"]
@@ -306,3 +306,16 @@ def test_a_truncated_command_is_refused_both_ways() -> None:
         decode(raw, ShardCommand)
     with pytest.raises(DecodeError):
         decode(raw, v1.StartShard)
+
+
+def test_every_generated_builder_has_a_file_name_of_its_own() -> None:
+    # As cattrs does: a traceback names the one generated function, and shows its line.
+    import linecache
+
+    from llmgw_wire.codec.from_upb import _builders
+
+    functions = [fn for pair in _builders().values() for fn in pair]
+    names = {fn.__code__.co_filename for fn in functions}
+    assert len(names) == len(functions)
+    for fn in functions:
+        assert linecache.getline(fn.__code__.co_filename, 1).startswith(f"def {fn.__name__}(m):")

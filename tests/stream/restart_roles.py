@@ -10,13 +10,11 @@ agent's shard store (a directory).
     agent-register STORE OUT        a new agent loads its store and registers
     control-adopt IN                a new control plane adopts what the agent
                                     runs, and prints the adopted shards as JSON
-    writer STORE                    saves two states in turn until killed
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,20 +28,6 @@ from llmgw_wire.testing.sample import sample_command, sample_inventory, sample_n
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
-#: The writer's two states: a shard starting, then ready with its placement.
-WRITER_STATES = (
-    SavedShard(sample_command().spec, wire.State.STARTING),
-    SavedShard(
-        attrs.evolve(
-            sample_command().spec, compute=wire.Compute("cuda", ("cuda:4", "cuda:5"), 61, 61)
-        ),
-        wire.State.READY,
-    ),
-)
-
-# A writer nobody kills must not outlive its test run.
-_WRITER_LIFETIME_S = 30.0
 
 
 def control_start(out: str) -> None:
@@ -85,22 +69,11 @@ def control_adopt(message: str) -> None:
     sys.stdout.write(wire_json.json_converter.dumps(shards, list[wire.AdoptedShard]))
 
 
-def writer(state: str) -> None:
-    store = ShardStore(state)
-    store.save(WRITER_STATES[0])
-    print("ready", flush=True)
-    deadline = time.monotonic() + _WRITER_LIFETIME_S
-    while time.monotonic() < deadline:
-        for value in WRITER_STATES[::-1]:
-            store.save(value)
-
-
 ROLES: dict[str, Callable[..., None]] = {
     "control-start": control_start,
     "agent-start": agent_start,
     "agent-register": agent_register,
     "control-adopt": control_adopt,
-    "writer": writer,
 }
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import grpc
 import pytest
-from test_stream import WAIT, Recording, as_node, raw_agent, run, serving, target
 
 from llmgw_wire import Ack, Heartbeat, Registration, ShardReport, State
 from llmgw_wire.codec.envelope import encode_envelope
@@ -30,6 +29,8 @@ from llmgw_wire.stream import (
 from llmgw_wire.stream._logs import BAD_MESSAGE_LOG_INTERVAL
 from llmgw_wire.testing.sample import sample_registration
 from llmgw_wire.v1 import ControlMessage, StartShard
+from tests.stream.test_stream import WAIT, Recording, as_node, raw_agent, serving, target
+from tests.support import run_async as run
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

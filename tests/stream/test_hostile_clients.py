@@ -9,8 +9,6 @@ from typing import Any
 import grpc
 import grpc.aio
 import pytest
-from rawwire import ld, vi
-from test_stream import WAIT, run, serving, target
 
 from llmgw_wire import Heartbeat
 from llmgw_wire.codec.envelope import encode_envelope
@@ -24,6 +22,9 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
+from tests.stream.test_stream import WAIT, serving, target
+from tests.support import ld, vi
+from tests.support import run_async as run
 
 pytestmark = pytest.mark.timeout(300)
 

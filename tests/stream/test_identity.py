@@ -6,12 +6,13 @@ import asyncio
 from typing import TYPE_CHECKING
 
 import pytest
-from test_stream import REPORT, as_node
-from test_stream_tls import NODE, PKI, WAIT, Adopting, pki, run
 
 from llmgw_wire import Ack, Heartbeat, Registration
 from llmgw_wire.stream import StreamError, connect, start_server
 from llmgw_wire.testing.sample import sample_registration
+from tests.stream.test_stream import REPORT, as_node
+from tests.stream.test_stream_tls import NODE, PKI, WAIT, Adopting, pki
+from tests.support import run_async as run
 
 if TYPE_CHECKING:
     from llmgw_wire.stream import AgentSession

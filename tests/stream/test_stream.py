@@ -59,9 +59,10 @@ from llmgw_wire.testing.sample import (
     sample_registration,
 )
 from llmgw_wire.v1 import AgentMessage, Register
+from tests.support import run_async as run
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -78,11 +79,6 @@ REPORT = ShardReport(
     State.READY,
     compute=Compute("cuda", ("cuda:4", "cuda:5", "cuda:6"), 40, 40),
 )
-
-
-def run(main: Callable[[], Coroutine[Any, Any, None]], timeout: float = 90) -> None:
-    """Run one async test, bounded: a hang fails the test instead of the run."""
-    asyncio.run(asyncio.wait_for(main(), timeout))
 
 
 class Recording(ControlPlane):

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
-from test_stream import as_node
 
 from llmgw_wire import Ack, Registration
 from llmgw_wire.errors import StatusCode
@@ -25,6 +23,8 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
+from tests.stream.test_stream import as_node
+from tests.support import run_async as run
 
 if TYPE_CHECKING:
     from collections.abc import Collection
@@ -80,10 +80,6 @@ class Adopting(ControlPlane):
             self.handed.append(value)
             if isinstance(value, Registration):
                 await session.send(Ack(value.node.id, len(value.shards), "adopted"))
-
-
-def run(main: Any) -> None:
-    asyncio.run(asyncio.wait_for(main(), 90))
 
 
 async def exchange(port: int, tls: ClientTLS | None, node_id: str = NODE) -> object:

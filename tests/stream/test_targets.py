@@ -9,7 +9,6 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from test_failover import WAIT, Role, roles, start
 
 from llmgw_wire import Ack, Registration
 from llmgw_wire.stream import (
@@ -22,6 +21,7 @@ from llmgw_wire.stream import (
 )
 from llmgw_wire.stream._targets import Targets, _split_dns
 from llmgw_wire.testing.sample import sample_registration
+from tests.stream.test_failover import WAIT, Role, roles, start
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -189,7 +189,7 @@ def test_a_failed_handshake_is_the_agents_error_with_grpc_logs_as_the_applicatio
         """
         import asyncio
         from llmgw_wire.stream import Unauthenticated
-        import test_tls_failures as here
+        import tests.stream.test_tls_failures as here
 
         ca, other = here.trustme.CA(), here.trustme.CA()
 
@@ -205,7 +205,9 @@ def test_a_failed_handshake_is_the_agents_error_with_grpc_logs_as_the_applicatio
         """
     )
     env = {**os.environ, "GRPC_VERBOSITY": "ERROR"}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]
+    )
     done = subprocess.run(
         [sys.executable, "-c", script],
         capture_output=True,

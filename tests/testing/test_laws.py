@@ -72,7 +72,7 @@ def test_unknown_states_from_a_newer_agent_are_failed(data: st.DataObject) -> No
 def _through(into: type, raw: bytes, model: type) -> object:
     """The domain value of `raw` through one backend, or the DecodeError type."""
     try:
-        message = decode(raw, into)
+        message: object = decode(raw, into)
         return message if into is model else converter.structure(message, model)
     except DecodeError:
         return DecodeError

@@ -17,8 +17,8 @@ import attrs
 import pytest
 
 from llmgw_wire import compat
-from llmgw_wire._cli import compat_mapping, main
-from llmgw_wire.mapping import PAIRS
+from llmgw_wire._cli import main
+from llmgw_wire.mapping import PAIRS, description
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -35,12 +35,12 @@ def edited_schema(tmp_path: Path) -> Path:
 
 
 def test_the_repository_schema_is_fully_mapped() -> None:
-    assert compat_mapping.unmapped_fields(compat.compile_protos(REPO / "proto")) == []
+    assert description.unmapped_fields(compat.compile_protos(REPO / "proto")) == []
 
 
 def test_a_field_no_pair_carries_is_a_finding(edited_schema: Path) -> None:
     fds = compat.compile_protos(edited_schema)
-    [finding] = compat_mapping.unmapped_fields(fds)
+    [finding] = description.unmapped_fields(fds)
     assert (finding.path, finding.rule) == ("llmgw/v1/node.proto", "LLMGW_FIELD_NOT_MAPPED")
     line = (edited_schema / finding.path).read_text().splitlines()[finding.line - 1]
     assert line.strip() == "int32 power_watts = 99;"
@@ -49,7 +49,7 @@ def test_a_field_no_pair_carries_is_a_finding(edited_schema: Path) -> None:
         "llmgw_wire.mapping and not declared as not carried; both services drop it silently."
     )
     # Declared as not carried, it is no finding; nor is it a break for buf's rules.
-    assert compat_mapping.unmapped_fields(fds, not_carried=["llmgw.v1.GPU.power_watts"]) == []
+    assert description.unmapped_fields(fds, not_carried=["llmgw.v1.GPU.power_watts"]) == []
     assert compat.check(compat.baseline(), fds) == []
 
 
@@ -85,27 +85,27 @@ def edited_pairs() -> tuple[Any, ...]:
 
 
 def test_a_changed_table_is_reported_against_the_description() -> None:
-    before = compat_mapping.describe_mapping(PAIRS)
-    after = compat_mapping.describe_mapping(edited_pairs())
-    changes = compat_mapping.compare_mappings(before, after)
+    before = description.describe_mapping(PAIRS)
+    after = description.describe_mapping(edited_pairs())
+    changes = description.compare_mappings(before, after)
     assert [str(c) for c in changes] == [
         "mapping: GPU.idx: renamed: was GPU.index, same rule",
         "mapping: GPU.mig: changed: optional True -> False",
-        "mapping: GPU.numa_node: removed: was Scalar from wire field 'numa_node' "
+        "mapping: GPU.numa_node: removed: was scalar rule from wire field 'numa_node' "
         "(int32; an int outside [-2147483648, 2147483647] is an error)",
         "mapping: Storage.free_bytes: changed: kind 'int64' -> 'int32'",
     ]
-    assert compat_mapping.compare_mappings(before, before) == []
+    assert description.compare_mappings(before, before) == []
 
 
 def test_the_description_is_json_and_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "m.json"
-    compat_mapping.freeze_mapping(path)
+    description.freeze_mapping(path)
     data = json.loads(path.read_text())
-    assert data == json.loads(json.dumps(compat_mapping.describe_mapping()))
+    assert data == json.loads(json.dumps(description.describe_mapping()))
     gpu = next(pair for pair in data["pairs"] if pair["domain"] == "GPU")
     assert gpu["wire"] == "llmgw.v1.GPU"
-    assert {"attr": "mig", "rule": "Message", "wire": "mig", "domain": "MIGDevice"}.items() <= (
+    assert {"attr": "mig", "rule": "message", "wire": "mig", "domain": "MIGDevice"}.items() <= (
         next(rule for rule in gpu["rules"] if rule["attr"] == "mig").items()
     )
 
@@ -115,11 +115,11 @@ def test_changes_since_a_release_come_from_its_frozen_description() -> None:
     frozen = json.loads(
         (REPO / "llmgw_wire" / "schemas" / f"llmgw_v1-{version}.mapping.json").read_text()
     )
-    assert compat_mapping.mapping_changes(version) == compat_mapping.compare_mappings(
-        frozen, compat_mapping.describe_mapping()
+    assert description.mapping_changes(version) == description.compare_mappings(
+        frozen, description.describe_mapping()
     )
     with pytest.raises(compat.CompatError, match=r"ships no mapping description of schema 0\.1\.0"):
-        compat_mapping.mapping_changes("0.1.0")
+        description.mapping_changes("0.1.0")
 
 
 def test_the_command_lists_mapping_changes_as_notices(

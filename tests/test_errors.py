@@ -31,7 +31,7 @@ from llmgw_wire import (
 from llmgw_wire.testing.sample import sample_command, sample_node
 
 if TYPE_CHECKING:
-    from conftest import WireBackend
+    from tests.support import WireBackend
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -187,3 +187,26 @@ def test_structure_refuses_the_wrong_wire_class() -> None:
 
 def test_sample_values_encode() -> None:
     assert decode(encode(sample_node()), Node) == sample_node()
+
+
+def test_a_fast_path_that_disagrees_with_the_explanation_is_an_internal_error() -> None:
+    # The compiled function refuses a value the explaining walk accepts: a bug
+    # in the library, reported as its own error, naming the type and the path,
+    # with nothing chained that could quote the value.
+    from llmgw_wire.codec._guard import guarded_unstructure
+    from llmgw_wire.errors import InternalError
+
+    def refuse(value: object) -> bytes:
+        raise ValueError(f"upb refused {value!r}")
+
+    encode_node = guarded_unstructure(refuse, Node)
+    with pytest.raises(InternalError) as caught:
+        encode_node(sample_node())
+    assert str(caught.value) == (
+        "Internal error: the fast path refused to encode a `Node` that the mapping's"
+        " checks accept - at `$`; please report it"
+    )
+    assert caught.value.__context__ is None
+    assert caught.value.__cause__ is None
+    assert isinstance(caught.value, WireError)
+    assert pickle.loads(pickle.dumps(caught.value)).path == ()

@@ -1,14 +1,14 @@
-"""The control plane's nodes (the reference's `inventory`)."""
+"""The control plane's nodes and registrations (the reference's `inventory` package)."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from attrs import field, frozen
 
 from llmgw_wire.domain._values import seq, str_map
-from llmgw_wire.domain.discovery import GPU, IMEX, Host, LocalWeights, Storage
+from llmgw_wire.domain.discovery import GPU, IMEX, Host, Inventory, LocalWeights, Storage
 from llmgw_wire.domain.reconciler import AdoptedShard
 
 __all__ = ["FabricAttachment", "Node", "NodeState", "Registration"]
@@ -52,6 +52,43 @@ class Node:
     gpus: Sequence[GPU] = seq()
     imex: IMEX = field(factory=IMEX)
     fabrics: Sequence[FabricAttachment] = seq()
+
+    @classmethod
+    def from_inventory(
+        cls,
+        inventory: Inventory,
+        *,
+        id: str,
+        hostname: str,
+        mgmt_addr: str,
+        agent_version: str,
+        cpu_count: int,
+        labels: Mapping[str, str] | None = None,
+        fabrics: Iterable[FabricAttachment] = (),
+        features: Iterable[str] = (),
+        engine_versions: Mapping[str, str] | None = None,
+        engines_probed: bool = False,
+    ) -> Node:
+        """The node an agent describes when it registers what it discovered; READY."""
+        return cls(
+            id=id,
+            hostname=hostname,
+            mgmt_addr=mgmt_addr,
+            labels=labels or {},
+            state=NodeState.READY,
+            agent_version=agent_version,
+            features=tuple(features),
+            engine_versions=engine_versions or {},
+            engines_probed=engines_probed,
+            memory_total_mb=inventory.memory_total_mb,
+            cpu_count=cpu_count,
+            host=inventory.host,
+            weights=inventory.weights,
+            storage=inventory.storage,
+            gpus=inventory.gpus,
+            imex=inventory.imex,
+            fabrics=tuple(fabrics),
+        )
 
 
 @frozen

@@ -1,0 +1,224 @@
+"""Varints of more than 64 bits in bytes upb accepted: the hot check of `decode`.
+
+upb drops the bits past the 64th of a ten-byte varint, where Go's runtime
+refuses the message. A regular expression rules such a varint out at C speed,
+and a walk over the bytes (on the reader of `llmgw_wire.codec.reader`)
+decides only for bytes with a suspect run; once it finds one, the explainer
+(`llmgw_wire.codec.diagnose`) names its field.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from typing import TYPE_CHECKING
+
+from llmgw_wire.codec.diagnose import EXPLAIN_FIELDS, diagnose
+from llmgw_wire.codec.reader import (
+    I32,
+    I64,
+    LEN,
+    SGROUP,
+    VARINT,
+    Cut,
+    Field,
+    Problem,
+    ProblemKind,
+    VarintError,
+    fields_of,
+    varint,
+)
+
+if TYPE_CHECKING:
+    from google.protobuf.descriptor import Descriptor
+
+__all__ = ["WALK_STEPS", "over_64_bits"]
+
+#: The most fields `over_64_bits` looks at one by one (sub-messages, groups,
+#: packed runs, long strings; runs of small fields cost none): at most about
+#: 0.4 s, for the costliest fields (empty unknown groups).
+WALK_STEPS = 150_000
+
+# Exactly nine bytes with their continuation bit (a longer run is a varint of
+# more than ten bytes, which upb refuses) and a tenth that carries bits past
+# the 64th: every varint over 64 bits in bytes upb accepted is such a run, so
+# bytes without one have none. A run inside a string is possible (three CJK
+# characters, then ASCII); then the walk decides.
+_OVER_64_BITS = re.compile(rb"(?<![\x80-\xff])[\x80-\xff]{9}[\x02-\x7f]")
+# Each byte as 1 when its high bit is set, else 0; and nine such in a row.
+_HIGH_BIT = bytes(1 if byte & 0x80 else 0 for byte in range(256))
+_NINE_HIGH = b"\x01" * 9
+_CHUNK = 64 * 1024
+
+
+def _nine_high_bytes(data: bytes) -> bool:
+    """Whether nine bytes in a row have the high bit set, as a varint of over 64 bits needs.
+
+    `bytes.translate` and `in` run at C speed, much faster than the regular
+    expression, which then runs only on the rare input that passes; chunked,
+    overlapping by eight bytes, so that the copy stays small.
+    """
+    return any(
+        _NINE_HIGH in data[start : start + _CHUNK + 8].translate(_HIGH_BIT)
+        for start in range(0, len(data), _CHUNK)
+    )
+
+
+def _tag_bytes(wire_type: int) -> bytes:
+    """A character class of the first bytes of tags of `wire_type`, one-byte and longer."""
+    one = bytes(b for b in range(8, 128) if b & 7 == wire_type)
+    more = bytes(b for b in range(128, 256) if b & 7 == wire_type)
+    return b"(?:[" + re.escape(one) + b"]|[" + re.escape(more) + rb"][\x80-\xff]{0,3}[\x00-\x7f])"
+
+
+_SMALLLENGTHS = b"|".join(b"\\x%02x.{%d}" % (n, n) for n in range(128))
+
+
+@cache
+def _skipper(descriptor: Descriptor | None) -> re.Pattern[bytes]:
+    """A run of fields with no varint over 64 bits that need no look inside, at C speed.
+
+    Varint fields whose varint is at most 64 bits, fixed-size fields, and short
+    length-delimited fields that hold no varint of this message (strings, and
+    numbers no field of it has); anything else ends the run, and the walk
+    looks at it in Python.
+    """
+    fields = fields_of(descriptor) if descriptor is not None else {}
+    opaque = bytes(
+        n << 3 | LEN
+        for n in range(1, 16)
+        if n not in fields or (fields[n].message is None and not fields[n].packed)
+    )
+
+    # Tags of two bytes or more whose number no field of this message has, or
+    # a string's: grouped by the second byte (the number's bits above the 4th).
+    def opaque_number(n: int) -> bool:
+        return n not in fields or (fields[n].message is None and not fields[n].packed)
+
+    top = max(fields, default=0) >> 4
+    by_second = [
+        b"["
+        + re.escape(
+            bytes(
+                0x80 | (n & 0xF) << 3 | LEN
+                for n in range(16 * hi, 16 * hi + 16)
+                if opaque_number(n)
+            )
+        )
+        + b"]"
+        + re.escape(bytes([hi]))
+        for hi in range(1, top + 1)
+        if any(opaque_number(n) for n in range(16 * hi, 16 * hi + 16))
+    ]
+    longer = bytes(b for b in range(128, 256) if b & 7 == LEN)
+    beyond = (
+        b"[" + re.escape(longer) + b"](?:[" + re.escape(bytes(range(top + 1, 128))) + rb"]"
+        rb"|[\x80-\xff]{1,3}[\x00-\x7f])"
+    )
+    unknown_long = b"|".join([*by_second, beyond])
+    varint = rb"(?:[\x80-\xff]{0,8}[\x00-\x7f]|[\x80-\xff]{9}[\x00\x01])"
+    alternatives = [
+        _tag_bytes(VARINT) + varint,
+        _tag_bytes(I64) + b".{8}",
+        _tag_bytes(I32) + b".{4}",
+        b"(?:[" + re.escape(opaque) + b"]|" + unknown_long + b")(?:" + _SMALLLENGTHS + b")",
+    ]
+    # At most a thousand fields a match: the engine keeps a backtracking
+    # state per repetition, so one unbounded match over megabytes of small
+    # fields would take memory in proportion (about 170 bytes a field).
+    return re.compile(b"(?:" + b"|".join(alternatives) + b"){1,1000}", re.DOTALL)
+
+
+def _walk_64_value(
+    data: bytes, pos: int, end: int, at: int, field: Field | None, steps: list[int]
+) -> tuple[int | None, int]:
+    """`_walk_64` for one length-delimited value, its tag at `at` read."""
+    length, pos = varint(data, pos, end)
+    stop = pos + length
+    if field is not None and field.message is not None:
+        found, _ = _walk_64(data, pos, stop, field.message, steps)
+        return found, stop
+    if field is not None and field.packed and _OVER_64_BITS.search(data, pos, stop):
+        # A packed run is nothing but varints: the run is one of them.
+        return at, stop
+    return None, stop
+
+
+def _walk_64(
+    data: bytes, pos: int, end: int, descriptor: Descriptor | None, steps: list[int]
+) -> tuple[int | None, int]:
+    """The offset of the first field with a varint over 64 bits, and where the walk ended.
+
+    For bytes upb accepted: every tag, length and group is well formed. Inside
+    a group (`descriptor` None), the walk ends after its end-group tag.
+    """
+    skip = _skipper(descriptor).match
+    fields = fields_of(descriptor) if descriptor is not None else {}
+    while pos < end:
+        run = skip(data, pos, end)
+        if run is not None:
+            pos = run.end()
+            if pos >= end:
+                break
+        at = pos
+        # Each field the walk looks at in Python spends one step.
+        steps[0] -= 1
+        if steps[0] < 0:
+            raise Cut(at, 0)
+        key, pos = varint(data, pos, end)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == VARINT:
+            try:
+                pos = varint(data, pos, end)[1]
+            except VarintError:
+                return at, pos
+        elif wire_type in (I64, I32):
+            pos += 8 if wire_type == I64 else 4
+        elif wire_type == LEN:
+            found, pos = _walk_64_value(data, pos, end, at, fields.get(number), steps)
+            if found is not None:
+                return found, pos
+        elif wire_type == SGROUP:
+            found, pos = _walk_64(data, pos, end, None, steps)
+            if found is not None:
+                return found, pos
+        else:  # the end of the group this walk is in
+            return None, pos
+    return None, pos
+
+
+def over_64_bits(data: bytes, descriptor: Descriptor) -> Problem | None:
+    """A varint of more than 64 bits in bytes upb accepted, or None if there is none.
+
+    upb drops the bits past the 64th of a ten-byte varint; Go's runtime (and
+    the protobuf specification) refuses such a varint. A regular expression
+    rules out nearly every message at C speed; bytes with a suspect run are
+    walked, with runs of fields that need no look inside skipped by another
+    regular expression, so that Python looks only at sub-messages, groups,
+    packed runs and long strings.
+    """
+    if not _nine_high_bytes(data) or _OVER_64_BITS.search(data) is None:
+        return None
+    try:
+        at, _ = _walk_64(data, 0, len(data), descriptor, [WALK_STEPS])
+    except Cut as cut:
+        # Refused rather than accepted unchecked: accepting would risk
+        # dropping the bits of a varint that Go's runtime refuses.
+        suspect = _OVER_64_BITS.search(data)
+        where = suspect.start() if suspect else cut.offset
+        return Problem(
+            cut.offset,
+            f"the bytes at offset {where} may be a varint of more than 64 bits (which Go's "
+            f"runtime refuses); refused, as the walk to tell stopped at offset {cut.offset}, "
+            f"after {WALK_STEPS} fields it had to look at one by one",
+            (),
+            ProblemKind.OVER_64_BITS,
+        )
+    if at is None:
+        return None
+    # Found: the scanner names the field and its path, within its budget.
+    problem = diagnose(data, descriptor, EXPLAIN_FIELDS)
+    if problem is not None and problem.kind is ProblemKind.OVER_64_BITS:
+        return problem
+    reason = f"the field at offset {at} has a varint of more than 64 bits"
+    return Problem(at, reason, (), ProblemKind.OVER_64_BITS)

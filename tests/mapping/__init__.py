@@ -1,0 +1,1 @@
+"""Tests of `llmgw_wire.mapping`."""
