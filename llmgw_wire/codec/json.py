@@ -102,6 +102,13 @@ class _Refused(Exception):  # noqa: N818 - a private signal, never seen by users
 def _int(value: object, _: object) -> int:
     if type(value) is not int:
         raise _Mismatch("integer", value)
+    # Python's JSON writes no integer of more digits than it may convert
+    # (`sys.get_int_max_str_digits()`, 4300 by default; 0: no limit). Below
+    # 2 ** (3 * limit) an int has at most `limit` digits: the exact test is
+    # for the rare larger ones only.
+    limit = sys.get_int_max_str_digits()
+    if limit and value.bit_length() > 3 * limit and abs(value) >= 10**limit:
+        raise _Mismatch(f"integer of at most {limit} digits", value)
     return value
 
 
@@ -121,6 +128,10 @@ def _str_map(value: object, _: object) -> dict[str, str]:
     if type(value) is not dict:
         raise _Mismatch("object", value)
     for key, item in value.items():
+        if type(key) is not str:
+            # A JSON document's keys are strings; a domain map's key of 1
+            # would be written "1" and come back as another map.
+            raise _Mismatch("a string key", key)
         if type(item) is not str:
             raise _Mismatch("string", item, (key,))
     return dict(value)
@@ -308,7 +319,9 @@ def _problem(exc: BaseException, path: Path = (), secret: bool = False) -> _Prob
         # item's index below it would tell something of it.
         where = path if secret else (*path, *exc.path)
         got: object = Redacted(type(exc.got).__name__) if secret else exc.got
-        text = shown(exc.got, secret=secret, spelling="json")
+        # A dump's check meets Python values JSON has no spelling for (bytes).
+        spelling = "json" if isinstance(exc.got, _JSON_TYPES) else "python"
+        text = shown(exc.got, secret=secret, spelling=spelling)
         reason = f"expected `{exc.expected}`{detail}, got {text}"
         return _Problem(where, reason, exc.expected, got)
     if isinstance(exc, KeyError):
@@ -318,6 +331,11 @@ def _problem(exc: BaseException, path: Path = (), secret: bool = False) -> _Prob
     # unless it may be about a secret.
     said = "(about a secret, not shown)" if secret else str(exc)
     return _Problem(path, f"{type(exc).__name__}: {said}", "a valid value", None)
+
+
+_JSON_TYPES = (type(None), bool, int, float, str, list, dict)
+# What cattrs' generated functions raise on a value not of its declared type.
+_CANNOT_UNSTRUCTURE = (TypeError, ValueError, AttributeError, RecursionError)
 
 
 def _type_name(cl: object) -> str:
@@ -376,12 +394,47 @@ class _JSONConverter(JsonConverter):
         except (BaseValidationError, _Mismatch) as exc:
             problem = _problem(exc)
             error = _refused(obj, problem.expected, problem.got, problem.path)
+        except _CANNOT_UNSTRUCTURE:
+            # A value its hooks cannot take apart (None for a model); the
+            # message is not kept, since it may quote a secret.
+            path, declared = _unstructure_failure(self, obj, unstructure_as)
+            expected = "a value of its declared type" if declared is None else _type_name(declared)
+            error = _refused(obj, expected, _at(obj, path), path)
         else:
             return document
         finally:
             _NESTED.reset(token)
         # Raised outside the handler, so that no chained exception keeps the value.
         raise error
+
+
+def _unstructure_failure(
+    conv: JsonConverter, value: object, declared: Any = None, path: Path = ()
+) -> tuple[Path, Any]:
+    """The path and declared type of the innermost value in `value` that `conv` cannot take."""
+    cls: Any = type(value)
+    if attrs.has(cls):
+        fields = attrs.fields(attrs.resolve_types(cls))
+        parts: list[tuple[str | int, object, Any]] = [
+            (field.name, getattr(value, field.name), field.type) for field in fields
+        ]
+    elif isinstance(value, (list, tuple)):
+        item_type = _array_item(declared) if declared is not None else None
+        parts = [(i, item, item_type) for i, item in enumerate(value)]
+    else:
+        return path, declared
+    for step, item, item_type in parts:
+        try:
+            conv.unstructure(item, item_type)
+        except _CANNOT_UNSTRUCTURE:  # noqa: PERF203 - only on the way to an error
+            return _unstructure_failure(conv, item, item_type, (*path, step))
+    return path, declared
+
+
+def _at(value: object, path: Path) -> object:
+    for step in path:
+        value = value[step] if isinstance(step, int) else getattr(value, step)  # type: ignore[index]
+    return value
 
 
 def _refused(obj: object, expected: str, got: object, path: Path) -> EncodeError:
