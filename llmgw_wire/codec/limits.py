@@ -28,12 +28,21 @@ __all__ = [
 #: The largest message `decode` accepts by default: gRPC's default limit.
 DEFAULT_MAX_SIZE = 4 * 1024 * 1024
 
+# The wire bytes per element of a realistic registration, rounded down: GPUs
+# with full NVLink, NIC paths, fabric, health and MIG data (the shape of
+# `llmgw_wire.testing.sample`) take 32.9 bytes per element.
+_REALISTIC_BYTES_PER_ITEM = 32
+
 #: The most elements of repeated fields and maps (GPUs, shards, labels, NIC
 #: paths, NVLink peers, CPU flags, ...), at any depth, `decode` accepts by
-#: default in one message. An empty element is one or two bytes on the wire
-#: but an object in memory, so the size limit alone would let 4 MiB of input
-#: take gigabytes; this keeps memory in proportion.
-DEFAULT_MAX_ITEMS = 10_000
+#: default in one message: 131,072, derived from the size limit, so that a
+#: realistic registration as large as the size limit (18,600 full GPUs in
+#: 4 MiB, 126,516 elements), which a grpc-go peer accepts, is accepted too.
+#: An empty element is one or two bytes on the wire but an object in memory
+#: (an empty GPU about 1.2 kB of resident memory, the costliest), so the size
+#: limit alone would let 4 MiB of input take gigabytes; the budget bounds it
+#: to about 150 MiB (`docs/guides/limits.md` states the measured figures).
+DEFAULT_MAX_ITEMS = DEFAULT_MAX_SIZE // _REALISTIC_BYTES_PER_ITEM
 
 #: Inputs larger than this are counted on a skeleton parse (repeated messages
 #: as bytes) before the real parse, which alone costs upb ~130 bytes of memory
