@@ -53,8 +53,13 @@ SHAPES: dict[str, tuple[str, str]] = {
         "gpu(80) * min(budget, size // len(gpu(80)))",
     ),
     "empty GPUs at the budget": (
-        "as many empty GPUs as the element budget lets in: the most memory per element",
-        "ld(14, b'') * budget",
+        "as many empty GPUs as the element budget lets in (the costliest element),"
+        " padded to the size with an unknown field",
+        "(lambda g: g + ld(99, b'x' * (size - len(g) - 4)))(ld(14, b'') * budget)",
+    ),
+    "dense empty GPUs": (
+        "empty GPUs, 2 bytes each, over the budget for their size",
+        "ld(14, b'') * (size // 2)",
     ),
     "realistic registration": (
         "GPUs with full NVLink, NIC, fabric, health and MIG data, up to the size (Go accepts it)",

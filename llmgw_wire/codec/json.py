@@ -58,7 +58,13 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter, configure_converter
 
-from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
+from llmgw_wire.codec.limits import (
+    BYTES_PER_ITEM,
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_SIZE,
+    ITEMS_ANY_SIZE,
+    item_budget,
+)
 from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.errors import EncodeError, JSONError, Redacted, shown
 from llmgw_wire.mapping import PAIRS, is_secret
@@ -608,8 +614,10 @@ def from_json(
     Unknown keys are ignored and missing ones take their defaults; values
     must be of their JSON type (see this module's documentation). As for
     `decode`, a document over `max_size` bytes (characters, for text) or with
-    more than `max_items` elements of arrays and maps (at any depth, under
-    unknown keys too) is refused before any domain value is built.
+    more elements of arrays and maps (at any depth, under unknown keys too)
+    than `max_items`, or than 10,000 and one per 16 of its bytes
+    (`llmgw_wire.codec.limits.item_budget`), is refused before any domain
+    value is built.
 
     Raises:
         JSONError: `data` is not JSON, or not a `into`, with the path of the
@@ -619,11 +627,16 @@ def from_json(
     if len(data) > max_size:
         raise JSONError(name, f"{len(data)} bytes is over the limit of {max_size}")
     plain = parse_json(data, name)
-    items = _items(plain, max_items)
-    if items > max_items:
-        raise JSONError(
-            name, f"at least {items} elements of arrays and maps is over the limit of {max_items}"
-        )
+    budget = item_budget(len(data), max_items)
+    items = _items(plain, budget)
+    if items > budget:
+        reason = f"at least {items} elements of arrays and maps is over the limit of {budget}"
+        if budget < max_items:
+            reason += (
+                f" for {len(data)} bytes ({ITEMS_ANY_SIZE}, and one more per {BYTES_PER_ITEM}"
+                f" bytes, up to {max_items})"
+            )
+        raise JSONError(name, reason)
     return json_converter.structure(plain, into)
 
 

@@ -56,7 +56,7 @@ from llmgw_wire import (
 )
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, wire_class
 from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
-from llmgw_wire.codec.limits import COUNT_FIRST_ABOVE, item_count
+from llmgw_wire.codec.limits import COUNT_FIRST_ABOVE, item_budget, item_count
 from llmgw_wire.codec.scan import EXPLAIN_FIELDS, MAX_DEPTH, over_64_bits
 from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES
 from llmgw_wire.mapping import pair_for
@@ -229,14 +229,29 @@ EMPTY_GPU = tag(14, 2) + varint(0)
 def test_the_item_limit() -> None:
     # Derived from the size limit: one element per 32 bytes of the largest message.
     assert DEFAULT_MAX_ITEMS == DEFAULT_MAX_SIZE // 32 == 131_072
-    at_limit = EMPTY_GPU * DEFAULT_MAX_ITEMS
+    # And 10,000 elements, plus one per 16 bytes of the message.
+    assert item_budget(0, DEFAULT_MAX_ITEMS) == 10_000
+    assert item_budget(160_000, DEFAULT_MAX_ITEMS) == 20_000
+    assert item_budget(DEFAULT_MAX_SIZE, DEFAULT_MAX_ITEMS) == DEFAULT_MAX_ITEMS
+    dense = EMPTY_GPU * 11_428  # 22,856 bytes: 10,000 + 1,428
+    assert len(decode(dense, Node).gpus) == len(decode(dense, v1.Register).gpus) == 11_428
+    # Over the budget already, the GPUs' own repeated fields are not looked into.
+    assert both_refuse(dense + EMPTY_GPU) == (
+        "Invalid `llmgw.v1.Register`: at least 11429 elements of repeated fields and maps is "
+        "over the limit of 11428 for 22858 bytes (10000, and one more per 16 bytes, up to 131072)"
+    )
+    at_limit = padded(EMPTY_GPU * DEFAULT_MAX_ITEMS)
     assert len(decode(at_limit, Node).gpus) == DEFAULT_MAX_ITEMS
     assert len(decode(at_limit, v1.Register).gpus) == DEFAULT_MAX_ITEMS
-    # Over the budget already, the GPUs' own repeated fields are not looked into.
-    assert both_refuse(at_limit + EMPTY_GPU) == (
+    assert both_refuse(padded(EMPTY_GPU * (DEFAULT_MAX_ITEMS + 1))) == (
         "Invalid `llmgw.v1.Register`: at least 131073 elements of repeated fields and maps is "
         "over the limit of 131072"
     )
+
+
+def padded(data: bytes) -> bytes:
+    """`data` with an unknown field that brings it to 2 MiB, so that its budget is the most."""
+    return data + ld(99, b"x" * (2 * 1024 * 1024 - len(data) - 4))
 
 
 def traced_peak(call: Any) -> int:
@@ -271,7 +286,7 @@ def test_registrations_a_go_peer_accepts_decode_with_the_defaults(
 
 def test_memory_at_the_element_budget_is_bounded_by_the_size_limit() -> None:
     """The costliest element, an empty GPU, as many as the budget lets in."""
-    at_limit = EMPTY_GPU * DEFAULT_MAX_ITEMS
+    at_limit = padded(EMPTY_GPU * DEFAULT_MAX_ITEMS)
     decode(b"", Registration)
     # About 460 bytes of Python objects each (60 MiB); upb's arena besides.
     for into in (Registration, v1.Register):
@@ -994,19 +1009,20 @@ def test_json_has_the_same_limits() -> None:
     from llmgw_wire import JSONError
     from llmgw_wire.codec.json import from_json
 
-    over = DEFAULT_MAX_ITEMS + 1
+    over = 20_001
     features = '{"node": {"features": [' + ",".join(['""'] * over) + "]}}"
+    assert item_budget(len(features), DEFAULT_MAX_ITEMS) == 10_000 + 60_028 // 16 == 13_751
     with pytest.raises(JSONError) as info:
         from_json(features, Registration)
     assert str(info.value) == (
-        "Invalid `Registration`: at least 131073 elements of arrays and maps is over the limit "
-        "of 131072"
+        "Invalid `Registration`: at least 20001 elements of arrays and maps is over the limit "
+        "of 13751 for 60028 bytes (10000, and one more per 16 bytes, up to 131072)"
     )
-    limit = f"elements of arrays and maps is over the limit of {DEFAULT_MAX_ITEMS}"
-    labels = '{"node": {"labels": {' + ",".join(f'"k{i}": ""' for i in range(over)) + "}}}"
+    limit = "elements of arrays and maps is over the limit of"
+    labels = '{"node": {"labels": {' + ",".join(f'"k{i}": ""' for i in range(3 * over)) + "}}}"
     with pytest.raises(JSONError, match=limit):
         from_json(labels, Registration)
-    unknown = "{" + ",".join(f'"k{i}": 0' for i in range(over)) + "}"
+    unknown = "{" + ",".join(f'"k{i}": 0' for i in range(3 * over)) + "}"
     with pytest.raises(JSONError, match=limit):
         from_json(unknown, Registration)
     with pytest.raises(JSONError, match="is over the limit of 4194304"):
