@@ -59,11 +59,10 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from cattrs.preconf.json import JsonConverter, configure_converter
 
 from llmgw_wire.codec.limits import (
-    BYTES_PER_ITEM,
     DEFAULT_MAX_ITEMS,
     DEFAULT_MAX_SIZE,
-    ITEMS_ANY_SIZE,
     item_budget,
+    over_budget,
 )
 from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.errors import EncodeError, JSONError, Redacted, shown
@@ -630,12 +629,8 @@ def from_json(
     budget = item_budget(len(data), max_items)
     items = _items(plain, budget)
     if items > budget:
-        reason = f"at least {items} elements of arrays and maps is over the limit of {budget}"
-        if budget < max_items:
-            reason += (
-                f" for {len(data)} bytes ({ITEMS_ANY_SIZE}, and one more per {BYTES_PER_ITEM}"
-                f" bytes, up to {max_items})"
-            )
+        counted = f"at least {items}"
+        reason = over_budget(counted, "arrays and maps", budget, max_items, len(data))
         raise JSONError(name, reason)
     return json_converter.structure(plain, into)
 

@@ -26,6 +26,7 @@ __all__ = [
     "check_items",
     "item_budget",
     "item_count",
+    "over_budget",
 ]
 
 #: The largest message `decode` accepts by default: gRPC's default limit.
@@ -171,13 +172,19 @@ def check_items(message: Any, name: str, max_items: int, size: int | None = None
         return
     # Counting stopped once over: what was counted is then a lower bound.
     counted = f"{items}" if complete else f"at least {items}"
-    reason = f"{counted} elements of repeated fields and maps is over the limit of {budget}"
+    what = "repeated fields and maps"
+    raise DecodeError(name, over_budget(counted, what, budget, max_items, size))
+
+
+def over_budget(counted: str, what: str, budget: int, max_items: int, size: int | None) -> str:
+    """Why a message with `counted` elements of `what` is refused: its budget, and whence."""
+    reason = f"{counted} elements of {what} is over the limit of {budget}"
     if budget < max_items:
         reason += (
             f" for {size} bytes ({ITEMS_ANY_SIZE}, and one more per {BYTES_PER_ITEM} bytes,"
             f" up to {max_items})"
         )
-    raise DecodeError(name, reason)
+    return reason
 
 
 def _all_descriptors(descriptors: Any) -> list[Any]:
