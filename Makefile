@@ -142,12 +142,15 @@ bench: $(STAMP)
 ## model until FUZZ_SECONDS have passed, each round with a fresh seed (FUZZ_SEED
 ## fixes the first; a random one is printed); a failure prints its minimal input
 ## and the command that reproduces it. The command sets its own hypothesis
-## settings; HYPOTHESIS_PROFILE is for pytest.
+## settings; HYPOTHESIS_PROFILE is for pytest. Then the coverage-guided targets
+## of fuzz/ (atheris) for another FUZZ_SECONDS, shared among them: it prints the
+## inputs and coverage each reached, and any finding (build/fuzz/).
 FUZZ_SECONDS  ?= 1800
 FUZZ_EXAMPLES ?= 1000
 fuzz: $(STAMP)
 	$(BIN)/llmgw-wire fuzz --seconds $(FUZZ_SECONDS) --examples $(FUZZ_EXAMPLES) \
 		$(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
+	$(BIN)/python fuzz/run.py --seconds $(FUZZ_SECONDS)
 
 ## load: one control plane and 1,000 agents on loopback; fails on anything lost
 load: $(STAMP)

@@ -48,9 +48,22 @@ SHAPES: dict[str, tuple[str, str]] = {
         "unknown groups nested 100 deep (upb's limit), over and over",
         "nested_groups(99, 100) * (size // 400)",
     ),
-    "full GPUs at the budget": (
-        "9,999 GPUs, every scalar field set, long strings: the most objects the budget lets in",
-        "gpu(size // 9999) * 9999",
+    "full GPUs": (
+        "GPUs with every scalar field set, short strings, as many as the size and budget allow",
+        "gpu(80) * min(budget, size // len(gpu(80)))",
+    ),
+    "empty GPUs at the budget": (
+        "as many empty GPUs as the element budget lets in (the costliest element),"
+        " padded to the size with an unknown field",
+        "(lambda g: g + ld(99, b'x' * (size - len(g) - 4)))(ld(14, b'') * budget)",
+    ),
+    "dense empty GPUs": (
+        "empty GPUs, 2 bytes each, over the budget for their size",
+        "ld(14, b'') * (size // 2)",
+    ),
+    "realistic registration": (
+        "GPUs with full NVLink, NIC, fabric, health and MIG data, up to the size (Go accepts it)",
+        "w.encode(sample_large_registration(size // 224))",
     ),
     "many tiny elements": (
         "empty `features` strings, 2 bytes each",
@@ -102,6 +115,8 @@ from llmgw_wire import v1, Registration
 from llmgw_wire.codec.json import from_json
 from llmgw_wire.stream.grpclib_codec import WireCodec
 from llmgw_wire._cli import main as cli
+from llmgw_wire.codec import DEFAULT_MAX_ITEMS as budget
+from llmgw_wire.testing.sample import sample_large_registration
 
 def gpu(size):
     text = b'x' * max(1, (size - 60) // 13)

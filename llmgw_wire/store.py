@@ -37,6 +37,13 @@ network and the files hold the engine's `api_key`:
   link, checked to be a regular file (`fstat`, before reading) no larger than
   `max_file_size`, and read with that bound: a link to `/dev/zero` or a
   multi-gigabyte file is refused, not read.
+* **Only its own files.** A file is read only when the process's user owns
+  it and neither its group nor others may write it, checked on the opened
+  descriptor (`fstat`), not on the path: a file another user planted (before
+  the directory was tightened, say), or one left mode 0o666 that a stranger
+  may hold open for writing, is refused, and `load_all` reports it with the
+  others it could not read. The store's own files are never such: each save
+  writes a new file, mode 0o600 from its creation, and renames it into place.
 * **Versioned.** Files carry a format number. This version writes format 2
   (`{"format": 2, "shard_id": ..., "spec": ..., "state": ...}`) and reads
   format 1 too (the format of `llmgw_wire.state` before it, without
@@ -325,7 +332,8 @@ class ShardStore:
 
         Raises:
             StoreError: its file cannot be read, is not a regular file, is
-                too large, is not a saved shard of a format this version reads,
+                another user's or writable by its group or others, is too
+                large, is not a saved shard of a format this version reads,
                 holds another shard's id, or holds a value the wire cannot carry.
         """
         name = file_name(shard_id)
@@ -407,6 +415,9 @@ class ShardStore:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise StateFileInvalid(file, f"is not a regular file ({_kind(info.st_mode)})")
+            distrust = _distrust(info)
+            if distrust is not None:
+                raise StateFileInvalid(file, distrust)
             if info.st_size > self.max_file_size:
                 raise StateFileInvalid(file, self._too_large(info.st_size))
             chunks, size = [], 0
@@ -550,6 +561,23 @@ def _open_directory(directory: Path) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _distrust(info: os.stat_result) -> str | None:
+    """Why a file the store opened is not its own to trust; None when it is.
+
+    Checked on the open descriptor's `fstat`, not on the path, so that the
+    bytes read are those of the file checked. A file another user owns, or
+    one its group or others may write, may have been planted or may still be
+    open for writing elsewhere: its spec (command, env such as LD_PRELOAD)
+    would run as the agent's shard.
+    """
+    if info.st_uid != os.geteuid():
+        return f"belongs to user {info.st_uid}, not to this process's: not read"
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"is writable by its group or others (mode {mode:04o}): not read"
+    return None
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -155,6 +155,7 @@ SURFACE: dict[str, list[str]] = {
     "llmgw_wire.testing.sample": [
         "sample_command",
         "sample_inventory",
+        "sample_large_registration",
         "sample_node",
         "sample_registration",
     ],

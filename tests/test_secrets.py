@@ -551,3 +551,18 @@ def test_a_send_that_fails_on_the_key_logs_no_key_and_ends_with_no_key(
             seen.error(f"log {record.name} exception", record.exc_info[1])
     seen.text("caplog", caplog.text)
     assert seen.leaks() == []
+
+
+def test_pickles_hold_the_key_in_clear_and_give_the_value_back() -> None:
+    # What docs/guides/rules.md#pickles says: a pickle is the value whole,
+    # the key included, so that a value crossing processes can still start
+    # its engine; it is to be kept as the secret itself.
+    key = "sk-CANARY-pickle"
+    command = attrs.evolve(sample_command(), spec=attrs.evolve(sample_command().spec, api_key=key))
+    start = v1.StartShard.FromString(encode(command))
+    values = [command.spec, command, start, SavedShard(command.spec, State.READY)]
+    for value in values:
+        data = pickle.dumps(value)
+        assert key.encode() in data, type(value).__name__
+        assert pickle.loads(data) == value
+        assert key not in repr(value)

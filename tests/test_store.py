@@ -443,6 +443,49 @@ def test_a_symbolic_link_is_never_followed(store: ShardStore, tmp_path: Path) ->
     assert refusal(store).endswith("is a symbolic link, which the store never follows")
 
 
+def test_a_file_others_may_write_is_refused_and_load_all_sets_it_aside(
+    store: ShardStore,
+) -> None:
+    other = attrs.evolve(SPEC, shard_id="other-shard")
+    store.save(SAVED)
+    store.save(SavedShard(other, State.READY))
+    store.path_for(ID).chmod(0o666)
+    # A stranger opened it while it was writable: the descriptor outlives a chmod.
+    with store.path_for(ID).open("r+b") as planter:
+        assert refusal(store) == (
+            f"{store.path_for(ID)}: is writable by its group or others (mode 0666): not read"
+        )
+        loaded = store.load_all()
+        assert loaded.shards == (SavedShard(other, State.READY),)
+        assert [error.file for error in loaded.errors] == [str(store.path_for(ID))]
+        planter.write(b"{")
+    store.path_for(ID).chmod(0o620)
+    assert "writable by its group or others (mode 0620)" in refusal(store)
+    # Saving again replaces it with a file of the store's own.
+    store.save(SAVED)
+    assert stat.S_IMODE(store.path_for(ID).stat().st_mode) == 0o600
+    assert store.load(ID) == SAVED
+
+
+def test_a_file_of_another_user_is_refused_and_load_all_sets_it_aside(
+    store: ShardStore,
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file to another user")
+    nobody = 65534
+    store.save(SAVED)
+    # Planted with the agent's own spec, but another user's file, mode 0600.
+    os.chown(store.path_for(ID), nobody, nobody)
+    assert refusal(store) == (
+        f"{store.path_for(ID)}: belongs to user {nobody}, not to this process's: not read"
+    )
+    loaded = store.load_all()
+    assert loaded.shards == ()
+    assert [error.reason for error in loaded.errors] == [
+        f"belongs to user {nobody}, not to this process's: not read"
+    ]
+
+
 @pytest.mark.parametrize("kind", ["a named pipe", "a directory"])
 def test_a_file_that_is_not_regular_is_refused_without_blocking(
     store: ShardStore, kind: str

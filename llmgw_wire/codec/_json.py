@@ -28,7 +28,12 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter, configure_converter
 
-from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
+from llmgw_wire.codec.limits import (
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_SIZE,
+    item_budget,
+    over_budget,
+)
 from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.errors import EncodeError, JSONError, Redacted, shown
 from llmgw_wire.mapping import PAIRS, is_secret
@@ -77,6 +82,13 @@ class _Refused(Exception):  # noqa: N818 - a private signal, never seen by users
 def _int(value: object, _: object) -> int:
     if type(value) is not int:
         raise _Mismatch("integer", value)
+    # Python's JSON writes no integer of more digits than it may convert
+    # (`sys.get_int_max_str_digits()`, 4300 by default; 0: no limit). Below
+    # 2 ** (3 * limit) an int has at most `limit` digits: the exact test is
+    # for the rare larger ones only.
+    limit = sys.get_int_max_str_digits()
+    if limit and value.bit_length() > 3 * limit and abs(value) >= 10**limit:
+        raise _Mismatch(f"integer of at most {limit} digits", value)
     return value
 
 
@@ -96,6 +108,10 @@ def _str_map(value: object, _: object) -> dict[str, str]:
     if type(value) is not dict:
         raise _Mismatch("object", value)
     for key, item in value.items():
+        if type(key) is not str:
+            # A JSON document's keys are strings; a domain map's key of 1
+            # would be written "1" and come back as another map.
+            raise _Mismatch("a string key", key)
         if type(item) is not str:
             raise _Mismatch("string", item, (key,))
     return dict(value)
@@ -271,7 +287,9 @@ def _problem(exc: BaseException, path: Path = (), secret: bool = False) -> _Prob
         # item's index below it would tell something of it.
         where = path if secret else (*path, *exc.path)
         got: object = Redacted(type(exc.got).__name__) if secret else exc.got
-        text = shown(exc.got, secret=secret, spelling="json")
+        # A dump's check meets Python values JSON has no spelling for (bytes).
+        spelling = "json" if isinstance(exc.got, _JSON_TYPES) else "python"
+        text = shown(exc.got, secret=secret, spelling=spelling)
         reason = f"expected `{exc.expected}`{detail}, got {text}"
         return _Problem(where, reason, exc.expected, got)
     if isinstance(exc, KeyError):
@@ -281,6 +299,11 @@ def _problem(exc: BaseException, path: Path = (), secret: bool = False) -> _Prob
     # unless it may be about a secret.
     said = shown(str(exc), secret=True) if secret else str(exc)
     return _Problem(path, f"{type(exc).__name__}: {said}", "a valid value", None)
+
+
+_JSON_TYPES = (type(None), bool, int, float, str, list, dict)
+# What cattrs' generated functions raise on a value not of its declared type.
+_CANNOT_UNSTRUCTURE = (TypeError, ValueError, AttributeError, RecursionError)
 
 
 def _type_name(cl: object) -> str:
@@ -339,12 +362,47 @@ class _JSONConverter(JsonConverter):
         except (BaseValidationError, _Mismatch) as exc:
             problem = _problem(exc)
             error = _refused(obj, problem.expected, problem.got, problem.path)
+        except _CANNOT_UNSTRUCTURE:
+            # A value its hooks cannot take apart (None for a model); the
+            # message is not kept, since it may quote a secret.
+            path, declared = _unstructure_failure(self, obj, unstructure_as)
+            expected = "a value of its declared type" if declared is None else _type_name(declared)
+            error = _refused(obj, expected, _at(obj, path), path)
         else:
             return document
         finally:
             _NESTED.reset(token)
         # Raised outside the handler, so that no chained exception keeps the value.
         raise error
+
+
+def _unstructure_failure(
+    conv: JsonConverter, value: object, declared: Any = None, path: Path = ()
+) -> tuple[Path, Any]:
+    """The path and declared type of the innermost value in `value` that `conv` cannot take."""
+    cls: Any = type(value)
+    if attrs.has(cls):
+        fields = attrs.fields(attrs.resolve_types(cls))
+        parts: list[tuple[str | int, object, Any]] = [
+            (field.name, getattr(value, field.name), field.type) for field in fields
+        ]
+    elif isinstance(value, (list, tuple)):
+        item_type = _array_item(declared) if declared is not None else None
+        parts = [(i, item, item_type) for i, item in enumerate(value)]
+    else:
+        return path, declared
+    for step, item, item_type in parts:
+        try:
+            conv.unstructure(item, item_type)
+        except _CANNOT_UNSTRUCTURE:  # noqa: PERF203 - only on the way to an error
+            return _unstructure_failure(conv, item, item_type, (*path, step))
+    return path, declared
+
+
+def _at(value: object, path: Path) -> object:
+    for step in path:
+        value = value[step] if isinstance(step, int) else getattr(value, step)  # type: ignore[index]
+    return value
 
 
 def _refused(obj: object, expected: str, got: object, path: Path) -> EncodeError:
@@ -518,8 +576,10 @@ def decode(
     Unknown keys are ignored and missing ones take their defaults; values
     must be of their JSON type (see this module's documentation). As for
     `decode`, a document over `max_size` bytes (characters, for text) or with
-    more than `max_items` elements of arrays and maps (at any depth, under
-    unknown keys too) is refused before any domain value is built.
+    more elements of arrays and maps (at any depth, under unknown keys too)
+    than `max_items`, or than 10,000 and one per 16 of its bytes
+    (`llmgw_wire.codec.limits.item_budget`), is refused before any domain
+    value is built.
 
     Raises:
         JSONError: `data` is not JSON, or not a `into`, with the path of the
@@ -529,11 +589,12 @@ def decode(
     if len(data) > max_size:
         raise JSONError(name, f"{len(data)} bytes is over the limit of {max_size}")
     plain = parse_json(data, name)
-    items = _items(plain, max_items)
-    if items > max_items:
-        raise JSONError(
-            name, f"at least {items} elements of arrays and maps is over the limit of {max_items}"
-        )
+    budget = item_budget(len(data), max_items)
+    items = _items(plain, budget)
+    if items > budget:
+        counted = f"at least {items}"
+        reason = over_budget(counted, "arrays and maps", budget, max_items, len(data))
+        raise JSONError(name, reason)
     return json_converter.structure(plain, into)
 
 

@@ -23,6 +23,7 @@ from llmgw_wire.codec.limits import (
     DEFAULT_MAX_ITEMS,
     DEFAULT_MAX_SIZE,
     check_items,
+    item_budget,
 )
 from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
 from llmgw_wire.codec.varint64 import over_64_bits
@@ -107,13 +108,13 @@ def parse(
     if len(raw) > max_size:
         raise DecodeError(name, f"{len(raw)} bytes is over the limit of {max_size}")
     # Every element of a repeated field or map takes at least one byte of the
-    # input, so an input of at most `max_items` bytes cannot be over the budget.
-    counted = len(raw) > max_items
+    # input, so an input of at most its budget in bytes cannot be over it.
+    counted = len(raw) > item_budget(len(raw), max_items)
     if counted and len(raw) > COUNT_FIRST_ABOVE:
-        check_items(_parse_as(SKELETONS[name], raw, name), name, max_items)
+        check_items(_parse_as(SKELETONS[name], raw, name), name, max_items, len(raw))
     message = _parse_as(DECODE_CLASSES[name], raw, name)
     if counted:
-        check_items(message, name, max_items)
+        check_items(message, name, max_items, len(raw))
     problem = over_64_bits(raw, message.DESCRIPTOR)
     if problem is not None:
         raise DecodeError(name, problem.reason, problem.path)

@@ -18,22 +18,44 @@ from llmgw_wire.codec.schema import CLASSES, SKELETONS
 from llmgw_wire.errors import DecodeError
 
 __all__ = [
+    "BYTES_PER_ITEM",
     "COUNT_FIRST_ABOVE",
     "DEFAULT_MAX_ITEMS",
     "DEFAULT_MAX_SIZE",
+    "ITEMS_ANY_SIZE",
     "check_items",
+    "item_budget",
     "item_count",
+    "over_budget",
 ]
 
 #: The largest message `decode` accepts by default: gRPC's default limit.
 DEFAULT_MAX_SIZE = 4 * 1024 * 1024
 
+# The wire bytes per element of a realistic registration, rounded down: GPUs
+# with full NVLink, NIC paths, fabric, health and MIG data (the shape of
+# `llmgw_wire.testing.sample`) take 32.9 bytes per element.
+_REALISTIC_BYTES_PER_ITEM = 32
+
 #: The most elements of repeated fields and maps (GPUs, shards, labels, NIC
 #: paths, NVLink peers, CPU flags, ...), at any depth, `decode` accepts by
-#: default in one message. An empty element is one or two bytes on the wire
-#: but an object in memory, so the size limit alone would let 4 MiB of input
-#: take gigabytes; this keeps memory in proportion.
-DEFAULT_MAX_ITEMS = 10_000
+#: default in one message: 131,072, derived from the size limit, so that a
+#: realistic registration as large as the size limit (18,600 full GPUs in
+#: 4 MiB, 126,516 elements), which a grpc-go peer accepts, is accepted too.
+#: Besides it, a message has at most `ITEMS_ANY_SIZE` elements plus one per
+#: `BYTES_PER_ITEM` of its bytes (`item_budget`).
+DEFAULT_MAX_ITEMS = DEFAULT_MAX_SIZE // _REALISTIC_BYTES_PER_ITEM
+
+#: The elements a message may have whatever its size.
+ITEMS_ANY_SIZE = 10_000
+
+#: Beyond `ITEMS_ANY_SIZE`, a message may have one element per this many of
+#: its bytes. An empty element is one or two bytes on the wire but an object
+#: in memory (an empty GPU about 1.2 kB of resident memory and 14 us of CPU to
+#: decode, the costliest), so memory and time stay in proportion to the
+#: input: 256 KiB of empty GPUs are refused, not 150 MiB and seconds of work.
+#: Realistic messages have at least twice as many bytes per element.
+BYTES_PER_ITEM = 16
 
 #: Inputs larger than this are counted on a skeleton parse (repeated messages
 #: as bytes) before the real parse, which alone costs upb ~130 bytes of memory
@@ -129,21 +151,40 @@ def _count(message: Any, stop_above: int | None) -> tuple[int, bool]:
     return count, not pending
 
 
-def check_items(message: Any, name: str, max_items: int) -> None:
-    """Raise `DecodeError` when `message` has more than `max_items` counted elements."""
-    items, complete = _count(message, max_items)
-    if items > max_items:
-        if complete:
-            reason = (
-                f"{items} elements of repeated fields and maps is over the limit of {max_items}"
-            )
-        else:
-            # Counting stopped once over: what was counted is a lower bound.
-            reason = (
-                f"at least {items} elements of repeated fields and maps is over the limit "
-                f"of {max_items}"
-            )
-        raise DecodeError(name, reason)
+def item_budget(size: int, max_items: int) -> int:
+    """The most elements a message of `size` bytes may have, with `max_items` the most of any.
+
+    `ITEMS_ANY_SIZE`, and one more per `BYTES_PER_ITEM` bytes of the message,
+    up to `max_items`.
+    """
+    return min(max_items, ITEMS_ANY_SIZE + size // BYTES_PER_ITEM)
+
+
+def check_items(message: Any, name: str, max_items: int, size: int | None = None) -> None:
+    """Raise `DecodeError` when `message` has more counted elements than its budget.
+
+    The budget is `max_items`, or with the message's `size` in bytes,
+    `item_budget(size, max_items)`.
+    """
+    budget = max_items if size is None else item_budget(size, max_items)
+    items, complete = _count(message, budget)
+    if items <= budget:
+        return
+    # Counting stopped once over: what was counted is then a lower bound.
+    counted = f"{items}" if complete else f"at least {items}"
+    what = "repeated fields and maps"
+    raise DecodeError(name, over_budget(counted, what, budget, max_items, size))
+
+
+def over_budget(counted: str, what: str, budget: int, max_items: int, size: int | None) -> str:
+    """Why a message with `counted` elements of `what` is refused: its budget, and whence."""
+    reason = f"{counted} elements of {what} is over the limit of {budget}"
+    if budget < max_items:
+        reason += (
+            f" for {size} bytes ({ITEMS_ANY_SIZE}, and one more per {BYTES_PER_ITEM} bytes,"
+            f" up to {max_items})"
+        )
+    return reason
 
 
 def _all_descriptors(descriptors: Any) -> list[Any]:

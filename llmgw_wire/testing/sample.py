@@ -9,6 +9,9 @@ deterministic, so the sample encodes to the same bytes every time.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+
+import attrs
 
 from llmgw_wire.domain import (
     GPU,
@@ -32,7 +35,13 @@ from llmgw_wire.domain import (
     Storage,
 )
 
-__all__ = ["sample_command", "sample_inventory", "sample_node", "sample_registration"]
+__all__ = [
+    "sample_command",
+    "sample_inventory",
+    "sample_large_registration",
+    "sample_node",
+    "sample_registration",
+]
 
 NODE_ID = "gpu-node-017"
 _H100_MB = 81559
@@ -224,3 +233,19 @@ def sample_command() -> ShardCommand:
         ),
     )
     return ShardCommand(spec, startup_timeout=dt.timedelta(minutes=10))
+
+
+def sample_large_registration(gpus: int) -> Registration:
+    """The sample registration with `gpus` GPUs of full data: for sizing limits.
+
+    The sample node's ten GPUs (whole cards with NVLink peers, NIC paths,
+    fabric and health; MIG slices with their parent and problems) repeated
+    with distinct UUIDs: about 224 bytes and 6.8 elements of repeated fields
+    and maps per GPU on the wire (2,048 GPUs: 459 kB, 13,972 elements).
+    """
+    sample = sample_registration()
+    cards = (
+        attrs.evolve(gpu, uuid=f"{gpu.uuid[:-6]}{number:06d}")
+        for number, gpu in zip(range(gpus), itertools.cycle(sample.node.gpus))
+    )
+    return attrs.evolve(sample, node=attrs.evolve(sample.node, gpus=tuple(cards)))

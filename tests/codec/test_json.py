@@ -338,11 +338,88 @@ DUMP_REFUSED = [
         "Expected `integer`, got '5' - at `$.gpu_indices[1]`",
     ),
     (
+        # More digits than Python's JSON writes: an EncodeError, not its bare ValueError.
+        ShardSpec(gpu_indices=(4, 10**4300)),
+        "Expected `integer of at most 4300 digits`, got an int of 14285 bits"
+        " - at `$.gpu_indices[1]`",
+    ),
+    (
+        # Written "1", it would come back as another map.
+        Profile(env={1: "a"}),  # type: ignore[dict-item]
+        "Expected `a string key`, got 1 - at `$.env`",
+    ),
+    (
+        # JSON has no bytes: shown as Python spells them, not a crash of the renderer.
+        Profile(args=(b"-v",)),  # type: ignore[arg-type]
+        "Expected `string`, got b'-v' - at `$.args[0]`",
+    ),
+    (
+        # Not a model where one is declared: cattrs' own AttributeError before.
+        ShardSpec(profile=None),  # type: ignore[arg-type]
+        "Expected `Profile`, got None - at `$.profile`",
+    ),
+    (
         [StopCommand(), StopCommand(grace=dt.timedelta(microseconds=1))],
         "Expected `a timedelta of whole milliseconds`, got datetime.timedelta(microseconds=1)"
         " - at `$[1].grace`",
     ),
 ]
+
+
+def int_paths(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """The paths of every int (not a bool, not an enum) in a domain value."""
+    if type(value) is int:
+        return [path]
+    cls: Any = type(value)
+    if attrs.has(cls):
+        return [
+            found
+            for field in attrs.fields(cls)
+            for found in int_paths(getattr(value, field.name), (*path, field.name))
+        ]
+    if isinstance(value, tuple):
+        return [found for i, item in enumerate(value) for found in int_paths(item, (*path, i))]
+    return []
+
+
+def replaced(value: Any, path: tuple[str | int, ...], new: object) -> Any:
+    if not path:
+        return new
+    step, rest = path[0], path[1:]
+    if isinstance(step, int):
+        return (*value[:step], replaced(value[step], rest, new), *value[step + 1 :])
+    return attrs.evolve(value, **{step: replaced(getattr(value, step), rest, new)})
+
+
+DIGITS = 4300  # Python's default sys.get_int_max_str_digits()
+EXTREME_INTS = st.one_of(
+    st.integers(),
+    st.integers(min_value=10 ** (DIGITS - 2), max_value=10 ** (DIGITS + 2)),
+    st.sampled_from([10**DIGITS - 1, 10**DIGITS, -(10**DIGITS), 2 ** (3 * DIGITS) + 1]),
+    st.integers(min_value=0, max_value=2**64).map(lambda n: -(10 ** (DIGITS + 50)) - n),
+)
+
+
+@pytest.mark.parametrize("cls", MODELS, ids=ids)
+@given(data=st.data())
+def test_any_int_anywhere_dumps_and_loads_back_or_is_an_encode_error_at_its_path(
+    cls: type, data: st.DataObject
+) -> None:
+    value = data.draw(lst.domain_values(cls))
+    paths = int_paths(value)
+    if not paths:
+        return
+    path = data.draw(st.sampled_from(paths))
+    number = data.draw(EXTREME_INTS)
+    value = replaced(value, path, number)
+    if abs(number) >= 10**DIGITS:
+        with pytest.raises(EncodeError) as caught:
+            to_json(value, include_secrets=True)
+        assert caught.value.path == path
+        assert caught.value.expected == f"integer of at most {DIGITS} digits"
+    else:
+        text = to_json(value, include_secrets=True)
+        assert from_json(text, cls, max_size=len(text)) == value
 
 
 @pytest.mark.parametrize(("value", "message"), DUMP_REFUSED)
