@@ -41,7 +41,7 @@ from grpclib.encoding.proto import ProtoCodec
 from bench import handwritten_bp2, handwritten_pb, hostile, samples
 from bench.compat import compat_bench
 from bench.harness import Contender, Group, Timing, run
-from bench.storm import TUNED_THRESHOLDS, StormResult, fleet, storm
+from bench.storm import FREEZE_EVERY, TUNED_THRESHOLDS, StormResult, fleet, storm
 from llmgw_wire import converter, decode, encode, v1
 from llmgw_wire.codec.binary import compiled_upb
 from llmgw_wire.codec.schema import CLASSES
@@ -334,6 +334,21 @@ def targets(medians: dict[tuple[str, str, str], float], storm_result: StormResul
             ),
         )
     )
+    frozen = storm_result.gc_frozen
+    out.extend(
+        Target(
+            f"storm, {name} vs gc off, CPU (times slower)",
+            run.cpu_s / off.cpu_s,
+            1.3,
+            at_least=False,
+            context=f"{sum(run.collections)} collections ({run.collections[2]} full), "
+            f"{run.gc_s:.2f} s in the collector",
+        )
+        for name, run in (
+            ("default gc", on),
+            (f"default gc with llmgw_wire.gc.AdoptionFreezer({FREEZE_EVERY})", frozen),
+        )
+    )
     out.extend(
         Target(
             f"{message} {op}: converter vs betterproto2 hand-written (times slower)",
@@ -487,6 +502,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  gc on, thresholds {TUNED_THRESHOLDS}: {tuned.wall_s:.3f} s wall, {tuned.cpu_s:.3f} s "
         f"CPU, of which {tuned.gc_s:.3f} s in {sum(tuned.collections)} collections "
         f"({tuned.collections[2]} full)"
+    )
+    frozen = storm_result.gc_frozen
+    print(
+        f"  gc on, frozen after every {FREEZE_EVERY} adopted (llmgw_wire.gc.AdoptionFreezer): "
+        f"{frozen.wall_s:.3f} s wall, {frozen.cpu_s:.3f} s CPU, of which {frozen.gc_s:.3f} s in "
+        f"{sum(frozen.collections)} collections ({frozen.collections[2]} full)"
     )
     print(f"  gc off: {off.wall_s:.3f} s wall, {off.cpu_s:.3f} s CPU")
     print(
