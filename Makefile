@@ -138,9 +138,13 @@ fuzz: $(STAMP)
 	$(BIN)/llmgw-wire fuzz --seconds $(FUZZ_SECONDS) --examples $(FUZZ_EXAMPLES) \
 		$(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
-## load: one control plane and 1,000 agents on loopback; fails on anything lost
+## load: 1,000 agents on loopback, a connection each, against the library's control
+## plane, grpc.aio's raw floor, the floor with the codec inline, and grpc-go (when
+## `make interop-go-build` has built it), interleaved; CPU per exchange and per
+## heartbeat, memory per agent; fails on anything lost. LOAD_ARGS go to bench/load.py
+## (`--check`: also fail above 1.25x the floor; `--json FILE`; `--help`)
 load: $(STAMP)
-	$(BIN)/python bench/load.py
+	$(BIN)/python bench/load.py $(LOAD_ARGS)
 
 .PHONY: load
 
