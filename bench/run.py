@@ -24,6 +24,7 @@ or missed, and the worst shapes of hostile input on every decode path
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -178,6 +179,29 @@ def groups_for(s: Subject) -> list[Group]:
     ]
 
 
+NEGATIVE = "Register (numa_node -1)"
+
+
+def negative_groups() -> tuple[Subject, list[Group]]:
+    """Decoding the registration with a negative number in every GPU (10-byte varints).
+
+    Next to the `Register` rows, the same registration with non-negative
+    values: the difference is what a negative number costs.
+    """
+    s = dataclasses.replace(SUBJECTS[0], name=NEGATIVE, value=samples.registration_negative())
+    data, pb = encode(s.value), s.pb_class
+    group = Group(
+        NEGATIVE,
+        BYTES_TO_DOMAIN,
+        [
+            Contender(LIB_BYTES_IN, lambda: decode(data, Registration)),
+            Contender(PB_HAND, lambda: s.pb_from_wire(pb.FromString(data))),
+            Contender(PB_ONLY_IN, lambda: pb.FromString(data)),
+        ],
+    )
+    return s, [group]
+
+
 AGENT_MESSAGE = "AgentMessage(register)"
 CONTROL_MESSAGE = "ControlMessage(start_shard)"
 LIB_CODEC = "llmgw WireCodec (upb)"
@@ -291,7 +315,20 @@ def targets(medians: dict[tuple[str, str, str], float], storm_result: StormResul
     def m(message: str, op: str, contender: str) -> float:
         return medians[message, op, contender]
 
+    negative = m(NEGATIVE, BYTES_TO_DOMAIN, LIB_BYTES_IN) / m(NEGATIVE, BYTES_TO_DOMAIN, PB_HAND)
+    plain = m("Register", BYTES_TO_DOMAIN, LIB_BYTES_IN) / m("Register", BYTES_TO_DOMAIN, PB_HAND)
+    slower = m(NEGATIVE, BYTES_TO_DOMAIN, LIB_BYTES_IN) / m(
+        "Register", BYTES_TO_DOMAIN, LIB_BYTES_IN
+    )
     out = [
+        Target(
+            "Register with numa_node -1 bytes -> Registration: decode vs protobuf + "
+            "hand-written (times slower)",
+            negative,
+            1.0,
+            at_least=False,
+            context=f"non-negative: {plain:.2f}x; decode with -1 vs without: {slower:.2f}x",
+        ),
         Target(
             "Register bytes -> Registration: decode vs betterproto2 + codec (times faster)",
             m("Register", BYTES_TO_DOMAIN, BP2_CODEC)
@@ -449,20 +486,27 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmarks and print the report; 1 with `--check` when a target is missed."""
-    args = _parse_args(argv)
-    cpu = _pin(args.cpu)
-    load_start = os.getloadavg()
+def all_groups() -> tuple[list[Group], dict[str, int]]:
+    """Every group timed, each contender checked against the library; the size of each message."""
     groups: list[Group] = []
     for subject in SUBJECTS:
         subject_groups = groups_for(subject)
         check_agreement(subject, subject_groups)
         groups += subject_groups
-    sizes = {s.name: len(encode(s.value)) for s in SUBJECTS}
+    negative, negative_group = negative_groups()
+    check_agreement(negative, negative_group)
+    groups += negative_group
+    sizes = {s.name: len(encode(s.value)) for s in (*SUBJECTS, negative)}
     stream_groups, stream_sizes = envelope_groups()
-    groups += stream_groups
-    sizes.update(stream_sizes)
+    return groups + stream_groups, sizes | stream_sizes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmarks and print the report; 1 with `--check` when a target is missed."""
+    args = _parse_args(argv)
+    cpu = _pin(args.cpu)
+    load_start = os.getloadavg()
+    groups, sizes = all_groups()
     timings = run(groups, args.repetitions, round(args.batch_ms * 1e6))
     storm_result = storm(fleet(args.storm), runs=args.storm_runs)
     compat_result = compat_bench(args.compat_runs)
