@@ -28,6 +28,12 @@ settings.register_profile("fuzz", _BASE, max_examples=5000, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "slow: starts several processes and runs for seconds (deselect: -m 'not slow')"
+    )
+
+
 class WireBackend(NamedTuple):
     """One of the two wire backends the mapping is compiled for, as bytes in and out."""
 
