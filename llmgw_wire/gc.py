@@ -9,8 +9,9 @@ in the collector, finding nothing to free.
 
 `gc.freeze()` moves every object the collector tracks into a permanent
 generation that collections never walk. Called after each batch of
-adoptions, it keeps the fleet out of every later collection, so that a
-collection only walks what arrived since the last batch:
+adoptions (which `AdoptionFreezer` counts), it keeps the fleet out of every
+later collection, so that a collection only walks what arrived since the
+last batch:
 
     freezer = AdoptionFreezer(every=100)
     for registration in storm:
@@ -21,49 +22,34 @@ collection only walks what arrived since the last batch:
 What this costs: frozen objects are still freed the moment nothing refers to
 them (reference counting does not depend on the collector), but a reference
 cycle among frozen objects is never collected until `gc.unfreeze()`. The
-library's values hold no cycles; a control plane whose own objects do can
-call `unfreeze()` (and let the next full collection run) after a large part
-of its fleet has left. Frozen objects are also not in `gc.get_objects()`.
-This module changes nothing until it is called.
+library's decoding leaves no cyclic garbage; a control plane whose own objects do can,
+once the storm is over or a large part of its fleet has left, call
+`gc.unfreeze()`, `gc.collect()` and `flush()`: one full collection, at a
+moment it chooses. Frozen objects are also not in
+`gc.get_objects()`. This module changes nothing until it is called.
 """
 
 from __future__ import annotations
 
 import gc
 
-__all__ = ["AdoptionFreezer", "freeze_adopted", "unfreeze"]
-
-
-def freeze_adopted() -> None:
-    """Collect the young generations, then freeze everything that survived.
-
-    The young collection first leaves the garbage of the last batch (the
-    decoders' temporaries, say) out of the permanent generation, and costs
-    only as much as the young generations hold. The freeze itself moves a
-    list whole: it costs the same however much is frozen. (Counting what is
-    frozen, `gc.get_freeze_count()`, walks all of it: not something to call
-    after every batch.)
-    """
-    gc.collect(1)
-    gc.freeze()
-
-
-def unfreeze() -> None:
-    """Move every frozen object back into the oldest generation.
-
-    The next full collection walks them all again, and frees the cycles among
-    them that have become garbage.
-    """
-    gc.unfreeze()
+__all__ = ["AdoptionFreezer"]
 
 
 class AdoptionFreezer:
-    """Calls `freeze_adopted()` after every `every` adoptions.
+    """Freezes everything the collector tracks (`gc.freeze()`) after every `every` adoptions.
+
+    The freeze moves the collector's lists whole: it costs the same however
+    much is frozen, so it can follow every batch. It collects nothing first
+    (a collection of the young generations before every batch cost more than
+    it saved, in the storm of `make bench`): garbage in reference cycles that
+    is young when a freeze comes stays until `gc.unfreeze()`. (Counting what
+    is frozen, `gc.get_freeze_count()`, walks all of it: not something to do
+    after every batch.)
 
     Args:
-        every: adoptions per batch; each batch ends with a young collection
-            and a freeze, so a smaller batch freezes more often (each freeze
-            is cheap: it walks only the young generations).
+        every: adoptions per batch, each followed by a freeze; between two
+            freezes, collections walk only what the last batch left.
 
     Raises:
         ValueError: `every` is below 1.
@@ -90,4 +76,4 @@ class AdoptionFreezer:
     def flush(self) -> None:
         """Freeze what was adopted since the last freeze, even a partial batch."""
         self._pending = 0
-        freeze_adopted()
+        gc.freeze()

@@ -9,7 +9,7 @@ import attrs
 import pytest
 
 from llmgw_wire import Registration, decode, encode
-from llmgw_wire.gc import AdoptionFreezer, freeze_adopted, unfreeze
+from llmgw_wire.gc import AdoptionFreezer
 from llmgw_wire.testing.sample import sample_registration
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def test_the_adopted_fleet_leaves_the_oldest_generation() -> None:
     tracked = [r for r in fleet.values() if gc.is_tracked(r)] + [fleet]
     assert all(_in_oldest(tracked))
     before = gc.get_freeze_count()
-    freeze_adopted()
+    AdoptionFreezer().flush()
     assert gc.get_freeze_count() > before
     assert not any(_in_oldest(tracked))
     # A full collection walks none of it, and frees none of it.
@@ -57,8 +57,8 @@ def test_the_adopted_fleet_leaves_the_oldest_generation() -> None:
 
 def test_unfreeze_gives_the_fleet_back_to_full_collections() -> None:
     fleet = _fleet(5)
-    freeze_adopted()
-    unfreeze()
+    AdoptionFreezer().flush()
+    gc.unfreeze()
     assert gc.get_freeze_count() == 0
     gc.collect()
     assert all(_in_oldest([fleet]))
@@ -86,7 +86,7 @@ def test_a_frozen_value_is_still_freed_once_unreferenced() -> None:
 
     kept = Kept()
     ref = weakref.ref(kept)
-    freeze_adopted()
+    AdoptionFreezer().flush()
     del kept
     assert ref() is None
 

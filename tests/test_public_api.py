@@ -91,7 +91,7 @@ SURFACE: dict[str, list[str]] = {
         "wire_class",
     ],
     "llmgw_wire.codec.json": ["from_json", "json_converter", "make_json_converter", "to_json"],
-    "llmgw_wire.gc": ["AdoptionFreezer", "freeze_adopted", "unfreeze"],
+    "llmgw_wire.gc": ["AdoptionFreezer"],
     "llmgw_wire.mapping": [
         "ENVELOPES",
         "MODELS_WITH_MESSAGE",

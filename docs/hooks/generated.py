@@ -550,13 +550,17 @@ def benchmarks() -> str:
         "| garbage collection | wall s | CPU s | of which collecting, s |",
         "| --- | ---: | ---: | ---: |",
     ]
-    for key in ("gc_on", "gc_tuned", "gc_off"):
+    for key in ("gc_on", "gc_tuned", "gc_frozen", "gc_off"):
         if key not in storm:
             continue
         run = storm[key]
         label = {
             "gc_on": "on, default thresholds",
             "gc_tuned": f"on, thresholds {tuple(run.get('thresholds', ()))}",
+            "gc_frozen": (
+                "on, default thresholds, "
+                f"`llmgw_wire.gc.AdoptionFreezer({run.get('freeze_every')})`"
+            ),
             "gc_off": "off",
         }[key]
         out.append(f"| {label} | {run['wall_s']:.3f} | {run['cpu_s']:.3f} | {run['gc_s']:.3f} |")
