@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 AGENTS = 6
 
 
-def _load(tmp_path: Path, *args: str) -> tuple[str, dict[str, object]]:
+def _load(tmp_path: Path, *args: str) -> dict[str, Any]:
     out = tmp_path / "load.json"
     run = subprocess.run(
         [
@@ -34,15 +35,14 @@ def _load(tmp_path: Path, *args: str) -> tuple[str, dict[str, object]]:
         check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    return run.stdout, json.loads(out.read_text())
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
 
 
 @pytest.mark.slow
 def test_every_plane_serves_every_agent_on_a_connection_of_its_own(tmp_path: Path) -> None:
-    stdout, report = _load(tmp_path, "--planes", "library,raw,raw+codec")
-    assert "target: the library's plane at most 1.25x the raw grpc.aio floor" in stdout
+    report = _load(tmp_path, "--planes", "library,raw,raw+codec")
     runs = report["runs"]
-    assert isinstance(runs, list)
     assert {(r["plane"], r["heartbeats_each"]) for r in runs} == {
         (plane, beats) for plane in ("library", "raw", "raw+codec") for beats in (0, 3)
     }
@@ -50,19 +50,18 @@ def test_every_plane_serves_every_agent_on_a_connection_of_its_own(tmp_path: Pat
         assert r["problems"] == []
         assert r["connections"] == AGENTS
     summary = report["summary"]
-    assert isinstance(summary, dict)
-    assert summary["raw"]["ratio_to_raw"] == 1.0
+    assert set(summary) == {"library", "raw", "raw+codec"}
     for figures in summary.values():
         assert figures["cpu_s_per_1000_exchanges"] >= 0
         assert figures["peak_rss_mib_per_1000_agents"] >= 0
-    assert isinstance(report["target_met"], bool)
+        assert "ratio_to_raw" in figures  # None when this few agents cost too little to tell
+    assert report["target_met"] in (True, False, None)
 
 
 @pytest.mark.slow
 def test_agents_can_share_their_process_s_connection(tmp_path: Path) -> None:
-    _, report = _load(tmp_path, "--planes", "library", "--connections", "process")
+    report = _load(tmp_path, "--planes", "library", "--connections", "process")
     runs = report["runs"]
-    assert isinstance(runs, list)
     for r in runs:
         assert r["problems"] == []
         assert r["connections"] == 2  # one per agent process
