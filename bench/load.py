@@ -39,7 +39,7 @@ per exchange.
 
     python bench/load.py [--agents 1000] [--rounds 3] [--heartbeats 20]
                          [--connections agent|process] [--planes ...]
-                         [--check] [--json FILE]
+                         [--check] [--json FILE] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -266,11 +266,22 @@ async def serve(conn: Connection, plane: str) -> None:
     conn.send(("counts", attrs.asdict(counts, recurse=False)))
 
 
-def python_plane(conn: Connection, plane: str) -> None:
+def python_plane(conn: Connection, plane: str, profile: str) -> None:
     # One socket per agent, and then some.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    asyncio.run(serve(conn, plane))
+    if not profile:
+        asyncio.run(serve(conn, plane))
+        return
+    import cProfile
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        asyncio.run(serve(conn, plane))
+    finally:
+        profiler.disable()
+        profiler.dump_stats(profile)
 
 
 class GoPlane:
@@ -454,8 +465,30 @@ def problems(
     return found + [e for a in agents for e in a["errors"]][:5] + errors[:5]
 
 
+def show_profile(process: Any, path: str, title: str) -> None:
+    process.join(60)  # let it write its profile
+    import pstats
+
+    print(f"--- the profile of {title}, by own time ---")
+    pstats.Stats(path, stream=sys.stdout).sort_stats("tottime").print_stats(14)
+
+
+def end(go: GoPlane | None, processes: list[Any]) -> None:
+    """Stop whatever of a run is still running."""
+    if go is not None and go.process.poll() is None:
+        go.process.kill()
+        go.process.wait()
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+        process.join(5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
 def run(
-    plane: str, shares: list[int], heartbeats: int, own: bool, timeout: float
+    plane: str, shares: list[int], heartbeats: int, own: bool, timeout: float, profile: str = ""
 ) -> dict[str, Any]:
     """One plane, one run: the exchange, then `heartbeats` per agent and the end."""
     deadline = time.monotonic() + timeout
@@ -468,7 +501,7 @@ def run(
             go = GoPlane(deadline)
             pid, port = go.process.pid, go.port
         else:
-            process, plane_conn = start(ctx, python_plane, (plane,), f"plane {plane}")
+            process, plane_conn = start(ctx, python_plane, (plane, profile), f"plane {plane}")
             processes.append(process)
             ((_, port),) = receive([plane_conn], deadline)
             pid = process.pid
@@ -498,17 +531,10 @@ def run(
             plane_conn.send("stop")
             ((_, counts),) = receive([plane_conn], deadline)
             found = []
+            if profile:
+                show_profile(processes[0], profile, f"{plane}, {heartbeats} heartbeats each")
     finally:
-        if go is not None and go.process.poll() is None:
-            go.process.kill()
-            go.process.wait()
-        for process in processes:
-            if process.is_alive():
-                process.terminate()
-            process.join(5)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        end(go, processes)
     times = sorted(t for a in agent_stats for t in a["times"])
     return {
         "plane": plane,
@@ -656,6 +682,12 @@ def main(argv: list[str] | None = None) -> int:
         help=f"exit 1 if the library's plane costs more than {TARGET}x the raw floor",
     )
     parser.add_argument("--json", metavar="FILE", help="also write every run and the medians")
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        default="",
+        help="profile each Python plane into FILE and show the top (slows it down)",
+    )
     args = parser.parse_args(argv)
     planes = [p for p in args.planes.split(",") if p]
     unknown = set(planes) - set(PLANES)
@@ -688,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
         for plane in planes[shift:] + planes[:shift]:
             for heartbeats in kinds:
                 try:
-                    outcome = run(plane, shares, heartbeats, own, args.timeout)
+                    outcome = run(plane, shares, heartbeats, own, args.timeout, args.profile)
                 except (TimeoutError, RuntimeError, subprocess.TimeoutExpired) as exc:
                     print(f"error ({plane}): {exc} (timeout {args.timeout:g} s)", file=sys.stderr)
                     return 1
