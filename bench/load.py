@@ -296,7 +296,8 @@ class GoPlane:
         )
         self.lines: list[str] = []
         self._listening = threading.Event()
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
         if not self._listening.wait(max(deadline - time.monotonic(), 0)):
             raise TimeoutError("the grpc-go control plane did not listen in time")
         self.port = int(
@@ -314,6 +315,7 @@ class GoPlane:
         assert self.process.stdin is not None
         self.process.stdin.close()
         self.process.wait(max(deadline - time.monotonic(), 1))
+        self._drainer.join(5)  # its last lines, DONE among them
         return [] if "DONE" in self.lines else ["the grpc-go control plane did not stop cleanly"]
 
 
