@@ -152,9 +152,13 @@ fuzz: $(STAMP)
 		$(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 	$(BIN)/python fuzz/run.py --seconds $(FUZZ_SECONDS)
 
-## load: one control plane and 1,000 agents on loopback; fails on anything lost
+## load: 1,000 agents on loopback, a connection each, against the library's control
+## plane, grpc.aio's raw floor, the floor with the codec inline, and grpc-go (when
+## `make interop-go-build` has built it), interleaved; CPU per exchange and per
+## heartbeat, memory per agent; fails on anything lost. LOAD_ARGS go to bench/load.py
+## (`--check`: also fail above 1.25x the floor; `--json FILE`; `--help`)
 load: $(STAMP)
-	$(BIN)/python bench/load.py
+	$(BIN)/python bench/load.py $(LOAD_ARGS)
 
 .PHONY: load
 

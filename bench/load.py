@@ -1,28 +1,45 @@
-"""The load run (`make load`): one control plane and 1,000 agents speaking the stream on loopback.
+"""The load run (`make load`): what one control-plane process costs for a fleet of agents.
 
-The control plane runs in a process of its own; the agents are spread over a
-few more processes, each running its share as concurrent asyncio clients,
-each with a connection of its own. Every agent registers a copy of the sample
-node under a node id of its own, waits for the control plane's `Ack` and its
-`StartShard`, reports the new shard READY and ends its stream.
+The same agents (the library's `connect`, spread over a few processes of
+their own, each agent on a connection of its own by default) talk to several
+control planes in turn, each in a process of its own:
 
-The same run is made twice, once per transport: grpc.aio (the stream's own,
-`llmgw_wire.stream`) and grpclib (the same sessions over grpclib, with a
-codec that passes the envelopes' bytes through), so that the figures stand
-side by side. The sessions, and so the encoding and decoding, are the same
-code on both.
+- `library`: the library's plane, `start_server` with a counting `ControlPlane`;
+- `raw`: a grpc.aio raw-bytes handler that decodes nothing and answers with
+  bytes encoded once: grpc.aio's own floor, under which no Python control
+  plane on grpc.aio can go;
+- `raw+codec`: the same handler calling the envelope codec inline
+  (`decode_envelope`, `encode_envelope`) on every message;
+- `grpc-go`: the grpc-go control plane of interop/go (`--scenario serve
+  --quiet`), when `make interop-go-build` has built it.
 
-The control plane counts registrations and READY reports per node id; each
-agent process counts the acks and commands it received. The run fails (exit
-status 1) if any registration was not adopted exactly once, any command not
-answered, anything lost or duplicated, or the whole takes longer than
-`--timeout`. It reports the wall time (from the moment every agent process
-is ready to the last agent done), the registrations per second, the time of
-one agent's exchange, the control plane's CPU seconds (user + system, from
-`getrusage`) and its peak memory (`ru_maxrss`), also per 1,000 agents.
+Each run has two phases. The exchange: every agent connects, registers (a
+copy of the sample node, 3.3 kB, under a node id of its own), receives the
+plane's `Ack` and `StartShard` and reports the shard READY; the agents wait
+until all of them are connected (the plane's resident set is read then:
+memory per connected agent). Then the steady state: every agent sends
+`--heartbeats` heartbeats, as fast as the stream takes them, and ends its
+stream. A run with no heartbeats gives the exchange's cost (both phases:
+register to the end of the stream); the heartbeats' cost is what a run with
+heartbeats takes in its second phase over the same phase without.
 
-    python bench/load.py [--agents 1000] [--processes 4] [--timeout 300]
-                         [--transport grpc.aio|grpclib|both]
+The plane's CPU time (user + system, the kernel's counters that `getrusage`
+reports, read from /proc for every plane alike) and its resident set are read
+by this process between the phases. Rounds are interleaved: each round runs
+every plane once each way, in an order rotated by one each round, so that
+a change in the machine's load falls on every plane; the figures are the
+medians over rounds, and only ratios between planes of one run mean
+anything on a shared machine.
+
+The run fails (exit status 1) if anything was lost or duplicated (every
+registration adopted once, every command answered, every heartbeat counted
+by the Python planes) or a run takes longer than `--timeout`; with
+`--check`, also if the library's plane costs more than 1.25x the raw floor
+per exchange.
+
+    python bench/load.py [--agents 1000] [--rounds 3] [--heartbeats 20]
+                         [--connections agent|process] [--planes ...]
+                         [--check] [--json FILE] [--profile FILE]
 """
 
 from __future__ import annotations
@@ -31,21 +48,26 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import json
 import multiprocessing
+import os
+import platform
 import resource
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import grpclib.client
-import grpclib.const
-import grpclib.server
-from grpclib.encoding.base import CodecBase
+import grpc
 
-from llmgw_wire import Ack, Registration, ShardCommand, ShardReport, State
+from llmgw_wire import Ack, Heartbeat, Registration, ShardCommand, ShardReport, State
+from llmgw_wire.codec import DEFAULT_MAX_SIZE
+from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
 from llmgw_wire.domain import Compute
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
@@ -55,6 +77,7 @@ from llmgw_wire.stream import (
     connect,
     start_server,
 )
+from llmgw_wire.stream._server import Keepalive, server_options
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
@@ -62,8 +85,19 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
 HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parent.parent
+GO_PLANE = ROOT / "build" / "interop" / "bin" / "controlplane"
+PLANES = ("library", "raw", "raw+codec", "grpc-go")
 # Seconds one agent may wait for any one message before it counts as lost.
-STEP_TIMEOUT = 120.0
+STEP_TIMEOUT = 300.0
+# The node id in the raw plane's Ack, encoded once: it reads no registration.
+RAW_NODE = "raw-floor"
+# The issue's target: the library's plane at most this much the raw floor.
+TARGET = 1.25
+# A connection of its own for every channel: grpc shares one connection
+# between the channels of a process to the same target unless told not to.
+OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def node_id(process: int, agent: int) -> str:
@@ -73,8 +107,7 @@ def node_id(process: int, agent: int) -> str:
 def command_for(node: str) -> ShardCommand:
     """The sample command, for a shard id of the node's own."""
     command = sample_command()
-    shard_id = f"{node}-new"
-    return attrs.evolve(command, spec=attrs.evolve(command.spec, shard_id=shard_id))
+    return attrs.evolve(command, spec=attrs.evolve(command.spec, shard_id=f"{node}-new"))
 
 
 def registration_for(node: str) -> Registration:
@@ -86,107 +119,64 @@ def registration_for(node: str) -> Registration:
     )
 
 
-def peak_rss_mib() -> float:
-    # ru_maxrss is in KiB on Linux.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# --- a plane's process, seen from outside ------------------------------------------
 
 
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system, every thread) the process `pid` has used."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-TRANSPORTS = ("grpc.aio", "grpclib")
+def proc_memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM (the peak) of the process `pid`, in KiB."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if name in ("VmRSS", "VmHWM"):
+            found[name] = int(value.split()[0])
+    return found
 
 
-# --- the same sessions over grpclib -------------------------------------------------
+def proc_sockets(pid: int) -> int:
+    """How many sockets the process `pid` holds open (a connection each, and the listener)."""
+    fds = Path(f"/proc/{pid}/fd")
+    count = 0
+    for fd in fds.iterdir():
+        with contextlib.suppress(OSError):
+            count += os.readlink(fd).startswith("socket:")
+    return count
 
 
-class RawCodec(CodecBase):
-    """grpclib's codec for bytes that the sessions encode and decode themselves."""
-
-    __content_subtype__ = "proto"
-
-    def encode(self, message: Any, message_type: Any) -> bytes:
-        return message  # type: ignore[no-any-return]
-
-    def decode(self, data: bytes, message_type: Any) -> Any:
-        return data
+# --- the Python planes -------------------------------------------------------------
 
 
-class GrpclibServerCall:
-    def __init__(self, stream: grpclib.server.Stream[bytes, bytes]) -> None:
-        self._stream = stream
+@attrs.define
+class Counts:
+    """What a Python plane saw; checked against what the agents sent."""
 
-    async def read(self) -> bytes | None:
-        return await self._stream.recv_message()
-
-    async def write(self, data: bytes) -> None:
-        await self._stream.send_message(data)
-
-
-class GrpclibClientCall:
-    def __init__(self, stream: grpclib.client.Stream[bytes, bytes]) -> None:
-        self._stream = stream
-        self._done = False
-
-    async def read(self) -> bytes | None:
-        data = await self._stream.recv_message()
-        if data is None:
-            await self._stream.recv_trailing_metadata()
-            self._done = True
-        return data
-
-    async def write(self, data: bytes) -> None:
-        await self._stream.send_message(data)
-
-    async def done_writing(self) -> None:
-        await self._stream.end()
-
-    def cancel(self) -> None:
-        self._done = True
-
-    def done(self) -> bool:
-        return self._done
-
-
-class GrpclibService:
-    """`AgentService.Connect` on grpclib, handing each call to the plane as a session."""
-
-    def __init__(self, plane: ControlPlane) -> None:
-        self.plane = plane
-
-    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        return {
-            CONNECT_ROUTE: grpclib.const.Handler(
-                self._connect, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
-            )
-        }
-
-    async def _connect(self, stream: grpclib.server.Stream[bytes, bytes]) -> None:
-        session = ControlSession(GrpclibServerCall(stream), "agent")
-        await self.plane.handle(session)
-        await session._stop_reading()
-
-
-# --- the control plane ------------------------------------------------------------
+    registrations: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    ready: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    heartbeats: int = 0
+    messages: int = 0
+    errors: list[str] = attrs.field(factory=list)
 
 
 class CountingControlPlane(ControlPlane):
-    def __init__(self) -> None:
-        self.registrations: collections.Counter[str] = collections.Counter()
-        self.adopted = 0
-        self.ready: collections.Counter[str] = collections.Counter()
-        self.errors: list[str] = []
+    """The library's plane: adopts, commands, and counts every heartbeat until the end."""
+
+    def __init__(self, counts: Counts) -> None:
+        self.counts = counts
 
     async def handle(self, session: ControlSession) -> None:
+        counts = self.counts
         try:
             registration = await session.recv(STEP_TIMEOUT)
             if not isinstance(registration, Registration):
                 raise ValueError(f"expected a registration, got {registration!r}")
             node = registration.node.id
-            self.registrations[node] += 1
-            self.adopted += len(registration.shards)
+            counts.registrations[node] += 1
             await session.send(Ack(node, len(registration.shards), "adopted"))
             command = command_for(node)
             await session.send(command)
@@ -197,140 +187,234 @@ class CountingControlPlane(ControlPlane):
                 and report.state is State.READY
             ):
                 raise ValueError(f"expected {command.shard_id} READY, got {report!r}")
-            self.ready[node] += 1
-            end = await session.recv(STEP_TIMEOUT)
-            if end is not None:
-                raise ValueError(f"expected the end of the stream, got {end!r}")
+            counts.ready[node] += 1
+            counts.messages += 2
+            while (message := await session.recv(STEP_TIMEOUT)) is not None:
+                if not isinstance(message, Heartbeat):
+                    raise ValueError(f"expected a heartbeat, got {message!r}")
+                counts.heartbeats += 1
+                counts.messages += 1
         except Exception as exc:
-            self.errors.append(f"{session}: {type(exc).__name__}: {exc}")
+            counts.errors.append(f"{session}: {type(exc).__name__}: {exc}")
 
 
-async def serve(conn: Connection, transport: str) -> None:
+def raw_handler(counts: Counts, codec: bool) -> grpc.GenericRpcHandler:
+    """`Connect` as a grpc.aio handler of raw bytes; with `codec`, decoding and encoding inline."""
+    ack = encode_envelope(Ack(RAW_NODE, 2, "adopted"))
+    start = encode_envelope(command_for(RAW_NODE))
+
+    async def floor(_requests: object, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        data = await context.read()
+        if data is grpc.aio.EOF:
+            counts.errors.append("a call ended before its registration")
+            return
+        await context.write(ack)
+        await context.write(start)
+        messages = 1
+        while await context.read() is not grpc.aio.EOF:
+            messages += 1
+        counts.messages += messages
+
+    async def with_codec(_requests: object, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        try:
+            registration = decode_envelope(await context.read(), AGENT_MESSAGE)
+            if not isinstance(registration, Registration):
+                raise ValueError(f"expected a registration, got {registration!r}")
+            node = registration.node.id
+            counts.registrations[node] += 1
+            await context.write(encode_envelope(Ack(node, len(registration.shards), "adopted")))
+            command = command_for(node)
+            await context.write(encode_envelope(command))
+            report = decode_envelope(await context.read(), AGENT_MESSAGE)
+            if not (
+                isinstance(report, ShardReport)
+                and report.shard_id == command.shard_id
+                and report.state is State.READY
+            ):
+                raise ValueError(f"expected {command.shard_id} READY, got {report!r}")
+            counts.ready[node] += 1
+            counts.messages += 2
+            while (data := await context.read()) is not grpc.aio.EOF:
+                if not isinstance(decode_envelope(data, AGENT_MESSAGE), Heartbeat):
+                    raise ValueError("expected a heartbeat")
+                counts.heartbeats += 1
+                counts.messages += 1
+        except Exception as exc:
+            counts.errors.append(f"raw+codec: {type(exc).__name__}: {exc}")
+
+    method = grpc.stream_stream_rpc_method_handler(with_codec if codec else floor)
+    service, name = CONNECT_ROUTE.strip("/").split("/")
+    return grpc.method_handlers_generic_handler(service, {name: method})
+
+
+async def serve(conn: Connection, plane: str) -> None:
+    counts = Counts()
+    if plane == "library":
+        server = await start_server(CountingControlPlane(counts), HOST, 0)
+        port = server.port
+        stop = server.stop
+    else:
+        # The library's server options (limits, keepalive): only the handler differs.
+        raw = grpc.aio.server(options=server_options(DEFAULT_MAX_SIZE, Keepalive(), []))
+        raw.add_generic_rpc_handlers((raw_handler(counts, codec=plane == "raw+codec"),))
+        port = raw.add_insecure_port(f"{HOST}:0")
+        await raw.start()
+        stop = raw.stop
+    conn.send(("listening", port))
+    await asyncio.to_thread(conn.recv)
+    await stop(None)
+    conn.send(("counts", attrs.asdict(counts, recurse=False)))
+
+
+def python_plane(conn: Connection, plane: str, profile: str) -> None:
     # One socket per agent, and then some.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    plane = CountingControlPlane()
-    if transport == "grpc.aio":
-        server = await start_server(plane, HOST, 0)
-        port = server.port
-    else:
-        grpclib_server = grpclib.server.Server([GrpclibService(plane)], codec=RawCodec())
-        await grpclib_server.start(HOST, 0, backlog=4096)
-        listening: Any = grpclib_server._server
-        port = listening.sockets[0].getsockname()[1]
-    # The CPU the exchanges cost, start-up and imports left out.
-    cpu_started = cpu_seconds()
-    conn.send(("listening", port, peak_rss_mib()))
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    loop.add_reader(conn.fileno(), stop.set)
-    await stop.wait()
-    loop.remove_reader(conn.fileno())
-    conn.recv()
-    cpu = cpu_seconds() - cpu_started
-    if transport == "grpc.aio":
-        await server.stop(grace=None)
-    else:
-        grpclib_server.close()
-        await grpclib_server.wait_closed()
-    conn.send(
-        (
-            "counts",
-            dict(plane.registrations),
-            plane.adopted,
-            dict(plane.ready),
-            plane.errors,
-            peak_rss_mib(),
-            cpu,
-        )
-    )
-
-
-def control_plane_process(conn: Connection, transport: str, profile: str = "") -> None:
     if not profile:
-        asyncio.run(serve(conn, transport))
+        asyncio.run(serve(conn, plane))
         return
     import cProfile
 
     profiler = cProfile.Profile()
     profiler.enable()
     try:
-        asyncio.run(serve(conn, transport))
+        asyncio.run(serve(conn, plane))
     finally:
         profiler.disable()
         profiler.dump_stats(profile)
+
+
+class GoPlane:
+    """The grpc-go control plane of interop/go, its output read by a thread of its own."""
+
+    def __init__(self, deadline: float) -> None:
+        self.process = subprocess.Popen(
+            [str(GO_PLANE), "--scenario", "serve", "--quiet"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._listening = threading.Event()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
+        if not self._listening.wait(max(deadline - time.monotonic(), 0)):
+            raise TimeoutError("the grpc-go control plane did not listen in time")
+        self.port = int(
+            next(line for line in self.lines if line.startswith("LISTENING")).split()[1]
+        )
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.strip())
+            if line.startswith("LISTENING"):
+                self._listening.set()
+
+    def stop(self, deadline: float) -> list[str]:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(max(deadline - time.monotonic(), 1))
+        self._drainer.join(5)  # its last lines, DONE among them
+        return [] if "DONE" in self.lines else ["the grpc-go control plane did not stop cleanly"]
 
 
 # --- the agents -------------------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
-async def session_to(port: int, transport: str) -> AsyncIterator[AgentSession]:
-    if transport == "grpc.aio":
-        async with connect(f"{HOST}:{port}") as session:
-            yield session
-        return
-    channel = grpclib.client.Channel(HOST, port, codec=RawCodec())
-    try:
-        stream = channel.request(
-            CONNECT_ROUTE, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
-        )
-        async with stream:
-            await stream.send_request()
-            session = AgentSession(GrpclibClientCall(stream), "control plane")
-            try:
-                yield session
-            finally:
-                await session._stop_reading()
-    finally:
-        channel.close()
+async def session_to(port: int, own_connection: bool) -> AsyncIterator[AgentSession]:
+    options = OWN_CONNECTION if own_connection else []
+    async with connect(f"{HOST}:{port}", options=options) as session:
+        yield session
 
 
-async def one_agent(port: int, node: str, stats: dict[str, Any], transport: str) -> None:
+@attrs.define
+class AgentStats:
+    acks: int = 0
+    commands: int = 0
+    connected: int = 0
+    heartbeats: int = 0
+    done: int = 0
+    times: list[float] = attrs.field(factory=list)
+    errors: list[str] = attrs.field(factory=list)
+
+
+async def one_agent(
+    port: int,
+    node: str,
+    stats: AgentStats,
+    arrived: asyncio.Queue[None],
+    go: asyncio.Event,
+    heartbeats: int,
+    own_connection: bool,
+) -> None:
     started = time.perf_counter()
     registration = registration_for(node)
-    expected = command_for(node)
+    at_barrier = False
     try:
-        async with session_to(port, transport) as session:
+        async with session_to(port, own_connection) as session:
             await session.send(registration)
             ack = await session.recv(STEP_TIMEOUT)
-            if ack != Ack(node, len(registration.shards), "adopted"):
+            if not (isinstance(ack, Ack) and ack.node_id in (node, RAW_NODE)):
                 raise ValueError(f"expected the Ack for {node}, got {ack!r}")
-            stats["acks"] += 1
+            stats.acks += 1
             command = await session.recv(STEP_TIMEOUT)
-            if command != expected:
-                raise ValueError(f"expected the command for {node}, got {command!r}")
-            stats["commands"] += 1
+            if not isinstance(command, ShardCommand):
+                raise ValueError(f"expected a command for {node}, got {command!r}")
+            stats.commands += 1
             compute = Compute("cuda", ("cuda:4", "cuda:5", "cuda:6"), 40, 40)
             await session.send(
-                ShardReport(expected.replica_id, expected.shard_id, State.READY, compute=compute)
+                ShardReport(command.replica_id, command.shard_id, State.READY, compute=compute)
             )
+            stats.times.append(time.perf_counter() - started)
+            stats.connected += 1
+            at_barrier = True
+            arrived.put_nowait(None)
+            await go.wait()
+            beat = Heartbeat.now(node)
+            for _ in range(heartbeats):
+                await session.send(beat)
+                stats.heartbeats += 1
             await session.close()
             end = await session.recv(STEP_TIMEOUT)
             if end is not None:
                 raise ValueError(f"expected the end of the call, got {end!r}")
-            stats["done"] += 1
-            stats["times"].append(time.perf_counter() - started)
+            stats.done += 1
     except Exception as exc:
-        stats["errors"].append(f"{node}: {type(exc).__name__}: {exc}")
+        stats.errors.append(f"{node}: {type(exc).__name__}: {exc}")
+    finally:
+        if not at_barrier:
+            arrived.put_nowait(None)
 
 
-async def agents(conn: Connection, index: int, count: int, transport: str) -> None:
-    port: int = conn.recv()
-    stats: dict[str, Any] = {"acks": 0, "commands": 0, "done": 0, "times": [], "errors": []}
-    await asyncio.gather(
-        *(one_agent(port, node_id(index, i), stats, transport) for i in range(count))
-    )
-    conn.send(stats)
+async def agents(conn: Connection, index: int, count: int, heartbeats: int, own: bool) -> None:
+    port: int = await asyncio.to_thread(conn.recv)
+    stats = AgentStats()
+    arrived: asyncio.Queue[None] = asyncio.Queue()
+    go = asyncio.Event()
+    tasks = [
+        asyncio.create_task(one_agent(port, node_id(index, i), stats, arrived, go, heartbeats, own))
+        for i in range(count)
+    ]
+    for _ in range(count):
+        await arrived.get()
+    conn.send(("connected", attrs.asdict(stats)))
+    await asyncio.to_thread(conn.recv)
+    go.set()
+    await asyncio.gather(*tasks)
+    conn.send(("done", attrs.asdict(stats)))
 
 
-def agent_process(conn: Connection, index: int, count: int, transport: str) -> None:
+def agent_process(conn: Connection, index: int, count: int, heartbeats: int, own: bool) -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     # Imports done and ready to go: the clock starts when every process is.
     conn.send("ready")
-    asyncio.run(agents(conn, index, count, transport))
+    asyncio.run(agents(conn, index, count, heartbeats, own))
 
 
-# --- the run ----------------------------------------------------------------------
+# --- one run ----------------------------------------------------------------------
 
 
 def receive(conns: list[Connection], deadline: float) -> list[Any]:
@@ -350,23 +434,6 @@ def receive(conns: list[Connection], deadline: float) -> list[Any]:
     return [got[i] for i in range(len(conns))]
 
 
-@attrs.frozen
-class Outcome:
-    """What a run measured and counted."""
-
-    shares: list[int]
-    wall: float
-    results: list[dict[str, Any]]
-    registrations: dict[str, int]
-    adopted: int
-    ready: dict[str, int]
-    plane_errors: list[str]
-    rss_before: float
-    rss_peak: float
-    cpu: float
-    transport: str
-
-
 def start(ctx: Any, target: Any, args: tuple[Any, ...], name: str) -> tuple[Any, Connection]:
     conn, child = ctx.Pipe()
     process = ctx.Process(target=target, args=(child, *args), name=name, daemon=True)
@@ -374,182 +441,329 @@ def start(ctx: Any, target: Any, args: tuple[Any, ...], name: str) -> tuple[Any,
     return process, conn
 
 
+def problems(
+    plane: str, shares: list[int], heartbeats: int, agents: list[dict[str, Any]], counts: Any
+) -> list[str]:
+    """Everything lost, duplicated or failed; empty when the run is clean."""
+    expected = {node_id(p, i) for p, share in enumerate(shares) for i in range(share)}
+    found = []
+    errors: list[str] = []
+    for name in ("acks", "commands", "connected", "done"):
+        got = sum(a[name] for a in agents)
+        if got != len(expected):
+            found.append(f"{name}: {got}, expected {len(expected)}")
+    if counts is not None:
+        messages = len(expected) * (2 + heartbeats)
+        if counts["messages"] != messages:
+            found.append(f"the plane read {counts['messages']} messages, expected {messages}")
+        if plane != "raw":
+            for name in ("registrations", "ready"):
+                seen = counts[name]
+                if set(seen) != expected or any(c != 1 for c in seen.values()):
+                    found.append(
+                        f"{name}: {len(seen)} nodes, expected each of {len(expected)} once"
+                    )
+        errors = counts["errors"]
+    return found + [e for a in agents for e in a["errors"]][:5] + errors[:5]
+
+
+def show_profile(process: Any, path: str, title: str) -> None:
+    process.join(60)  # let it write its profile
+    import pstats
+
+    print(f"--- the profile of {title}, by own time ---")
+    pstats.Stats(path, stream=sys.stdout).sort_stats("tottime").print_stats(14)
+
+
+def end(go: GoPlane | None, processes: list[Any]) -> None:
+    """Stop whatever of a run is still running."""
+    if go is not None and go.process.poll() is None:
+        go.process.kill()
+        go.process.wait()
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+        process.join(5)
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
 def run(
-    agents: int,
-    shares: list[int],
-    deadline: float,
-    processes: list[Any],
-    transport: str,
-    profile: str = "",
-) -> Outcome:
-    """Start the processes (into `processes`, for the caller to stop) and run the exchange."""
+    plane: str, shares: list[int], heartbeats: int, own: bool, timeout: float, profile: str = ""
+) -> dict[str, Any]:
+    """One plane, one run: the exchange, then `heartbeats` per agent and the end."""
+    deadline = time.monotonic() + timeout
     # Spawned, never forked: a forked child of a process with live grpc objects can hang.
     ctx = multiprocessing.get_context("spawn")
-    plane, plane_conn = start(ctx, control_plane_process, (transport, profile), "control plane")
-    processes.append(plane)
-    ((_, port, rss_before),) = receive([plane_conn], deadline)
-    conns = []
-    for index, share in enumerate(shares):
-        process, conn = start(ctx, agent_process, (index, share, transport), f"agents {index}")
-        processes.append(process)
-        conns.append(conn)
-    receive(conns, deadline)
-    print(
-        f"load ({transport}): {agents} agents in {len(shares)} processes "
-        f"({', '.join(map(str, shares))}), control plane on {HOST}:{port}"
-    )
-    started = time.perf_counter()
-    for conn in conns:
-        conn.send(port)
-    results = receive(conns, deadline)
-    wall = time.perf_counter() - started
-    plane_conn.send("stop")
-    ((_, registrations, adopted, ready, errors, rss_peak, cpu),) = receive([plane_conn], deadline)
-    if profile:
-        plane.join(60)  # let it write its profile
-        import pstats
+    processes: list[Any] = []
+    go: GoPlane | None = None
+    try:
+        if plane == "grpc-go":
+            go = GoPlane(deadline)
+            pid, port = go.process.pid, go.port
+        else:
+            process, plane_conn = start(ctx, python_plane, (plane, profile), f"plane {plane}")
+            processes.append(process)
+            ((_, port),) = receive([plane_conn], deadline)
+            pid = process.pid
+        conns = []
+        for index, share in enumerate(shares):
+            process, conn = start(
+                ctx, agent_process, (index, share, heartbeats, own), f"agents {index}"
+            )
+            processes.append(process)
+            conns.append(conn)
+        receive(conns, deadline)
+        sockets0 = proc_sockets(pid)
+        memory0, cpu0, wall0 = proc_memory(pid), proc_cpu(pid), time.perf_counter()
+        for conn in conns:
+            conn.send(port)
+        receive(conns, deadline)
+        memory1, cpu1, wall1 = proc_memory(pid), proc_cpu(pid), time.perf_counter()
+        connections = proc_sockets(pid) - sockets0
+        for conn in conns:
+            conn.send("go")
+        agent_stats = [stats for _, stats in receive(conns, deadline)]
+        memory2, cpu2, wall2 = proc_memory(pid), proc_cpu(pid), time.perf_counter()
+        if go is not None:
+            counts = None
+            found = go.stop(deadline)
+        else:
+            plane_conn.send("stop")
+            ((_, counts),) = receive([plane_conn], deadline)
+            found = []
+            if profile:
+                show_profile(processes[0], profile, f"{plane}, {heartbeats} heartbeats each")
+    finally:
+        end(go, processes)
+    times = sorted(t for a in agent_stats for t in a["times"])
+    return {
+        "plane": plane,
+        "agents": sum(shares),
+        "heartbeats_each": heartbeats,
+        "cpu_exchange_s": cpu1 - cpu0,
+        "cpu_rest_s": cpu2 - cpu1,
+        "wall_exchange_s": wall1 - wall0,
+        "wall_rest_s": wall2 - wall1,
+        "rss_before_kib": memory0["VmRSS"],
+        "rss_connected_kib": memory1["VmRSS"],
+        "peak_rss_kib": memory2["VmHWM"],
+        "connections": connections,
+        "exchange_median_ms": 1000 * statistics.median(times) if times else None,
+        "problems": found + problems(plane, shares, heartbeats, agent_stats, counts),
+    }
 
-        print(f"--- the control plane's profile ({transport}), by own time ---")
-        pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(14)
-    return Outcome(
-        shares,
-        wall,
-        results,
-        registrations,
-        adopted,
-        ready,
-        errors,
-        rss_before,
-        rss_peak,
-        cpu,
-        transport,
-    )
+
+# --- the rounds and the report ----------------------------------------------------
 
 
-def problems(outcome: Outcome) -> list[str]:
-    """Everything lost, duplicated or failed; empty when the run is clean."""
-    expected = {node_id(p, i) for p, share in enumerate(outcome.shares) for i in range(share)}
-    registered = set(outcome.registrations)
-    found = []
-    if registered != expected:
-        found.append(
-            f"registrations: {len(expected - registered)} missing, "
-            f"{len(registered - expected)} unexpected"
+def _ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when either is unknown or b is not above 0 (a run too small to tell)."""
+    return None if a is None or b is None or b <= 0 else a / b
+
+
+def summarise(runs: list[dict[str, Any]], planes: list[str]) -> dict[str, dict[str, Any]]:
+    """Per plane, the median over rounds of each figure (and each round's ratio to raw)."""
+    by_round: dict[int, dict[tuple[str, int], dict[str, Any]]] = collections.defaultdict(dict)
+    for r in runs:
+        by_round[r["round"]][r["plane"], r["heartbeats_each"]] = r
+    summary: dict[str, dict[str, Any]] = {}
+    for plane in planes:
+        exchange, rss, beat_cpu, beat_rate = [], [], [], []
+        for rnd in by_round.values():
+            quiet, busy = rnd.get((plane, 0)), rnd.get((plane, max(k[1] for k in rnd)))
+            if quiet is None:
+                continue
+            n = quiet["agents"]
+            exchange.append((quiet["cpu_exchange_s"] + quiet["cpu_rest_s"]) * 1000 / n)
+            rss.append((quiet["peak_rss_kib"] - quiet["rss_before_kib"]) / 1024 * 1000 / n)
+            if busy is not None and busy is not quiet:
+                beats = n * busy["heartbeats_each"]
+                beat_cpu.append((busy["cpu_rest_s"] - quiet["cpu_rest_s"]) / beats)
+                beat_rate.append(beats / busy["wall_rest_s"])
+        if not exchange:
+            continue
+        summary[plane] = {
+            "cpu_s_per_1000_exchanges": statistics.median(exchange),
+            "cpu_s_per_1000_exchanges_rounds": exchange,
+            "peak_rss_mib_per_1000_agents": statistics.median(rss),
+            "cpu_us_per_heartbeat": 1e6 * statistics.median(beat_cpu) if beat_cpu else None,
+            "heartbeats_per_s": statistics.median(beat_rate) if beat_rate else None,
+        }
+    raw = summary.get("raw")
+    for figures in summary.values():
+        if raw is None:
+            break
+        figures["ratio_to_raw"] = _ratio(
+            figures["cpu_s_per_1000_exchanges"], raw["cpu_s_per_1000_exchanges"]
         )
-    duplicated = sorted(n for n, c in outcome.registrations.items() if c != 1)
-    if duplicated:
-        found.append(f"registrations seen more than once: {duplicated[:5]}")
-    if outcome.adopted != 2 * len(expected):
-        found.append(f"adopted {outcome.adopted} running shards, expected {2 * len(expected)}")
-    if set(outcome.ready) != expected or any(c != 1 for c in outcome.ready.values()):
-        found.append(f"READY reports from {len(outcome.ready)} nodes, expected {len(expected)}")
-    for name in ("acks", "commands", "done"):
-        count = sum(r[name] for r in outcome.results)
-        if count != len(expected):
-            found.append(f"{name}: {count}, expected {len(expected)}")
-    errors = [e for r in outcome.results for e in r["errors"]] + outcome.plane_errors
-    return found + errors[:10]
+        figures["ratio_to_raw_rounds"] = [
+            _ratio(a, b)
+            for a, b in zip(
+                figures["cpu_s_per_1000_exchanges_rounds"],
+                raw["cpu_s_per_1000_exchanges_rounds"],
+                strict=False,
+            )
+        ]
+        figures["rss_ratio_to_raw"] = _ratio(
+            figures["peak_rss_mib_per_1000_agents"], raw["peak_rss_mib_per_1000_agents"]
+        )
+        figures["heartbeat_ratio_to_raw"] = _ratio(
+            figures["cpu_us_per_heartbeat"], raw["cpu_us_per_heartbeat"]
+        )
+    for figures in summary.values():
+        beat = figures["cpu_us_per_heartbeat"]
+        if beat is not None and beat > 0:
+            # One core's worth of CPU, each agent beating every 10 s.
+            figures["agents_per_core_at_10s"] = 10 / (beat / 1e6)
+    return summary
 
 
-def report(outcome: Outcome) -> None:
-    done = sum(r["done"] for r in outcome.results)
+def print_summary(summary: dict[str, dict[str, Any]], settings: dict[str, Any]) -> None:
+    print()
     print(
-        f"registered, adopted, commanded and READY: {done}/{sum(outcome.shares)} agents "
-        f"in {outcome.wall:.2f} s"
+        f"{settings['agents']} agents ({settings['connections']}), {settings['rounds']} "
+        f"interleaved rounds, medians; {settings['heartbeats']} heartbeats per agent in the "
+        f"steady state; load average before: {settings['load_average']}"
     )
     print(
-        f"throughput: {len(outcome.registrations) / outcome.wall:.0f} registrations/s, "
-        "each with its Ack, StartShard and READY"
+        f"{'plane':<10} {'CPU s/1,000 exch.':>18} {'x raw':>6} {'rounds x raw':>17} "
+        f"{'MiB/1,000 agents':>17} {'x raw':>6} {'us/heartbeat':>13} {'x raw':>6} "
+        f"{'heartbeats/s':>13} {'agents/core@10s':>16}"
     )
-    times = sorted(t for r in outcome.results for t in r["times"])
-    if times:
-        p99 = times[min(len(times) - 1, int(0.99 * len(times)))]
+
+    def opt(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    for plane, f in summary.items():
+        rounds = [r for r in f.get("ratio_to_raw_rounds", []) if r is not None]
+        spread = f"{min(rounds):.2f}-{max(rounds):.2f}" if rounds else "-"
         print(
-            "one agent's exchange, connect to end of call: "
-            f"median {statistics.median(times) * 1000:.0f} ms, "
-            f"99th percentile {p99 * 1000:.0f} ms, max {times[-1] * 1000:.0f} ms"
+            f"{plane:<10} {f['cpu_s_per_1000_exchanges']:>18.2f} "
+            f"{opt(f.get('ratio_to_raw'), '.2f'):>6} {spread:>17} "
+            f"{f['peak_rss_mib_per_1000_agents']:>17.1f} "
+            f"{opt(f.get('rss_ratio_to_raw'), '.2f'):>6} "
+            f"{opt(f['cpu_us_per_heartbeat'], '.1f'):>13} "
+            f"{opt(f.get('heartbeat_ratio_to_raw'), '.2f'):>6} "
+            f"{opt(f['heartbeats_per_s'], ',.0f'):>13} "
+            f"{opt(f.get('agents_per_core_at_10s'), ',.0f'):>16}"
         )
-    per_1000 = 1000 / max(sum(outcome.shares), 1)
     print(
-        f"control plane CPU: {outcome.cpu:.2f} s, {outcome.cpu * per_1000:.2f} s per 1,000 agents"
+        "CPU: the plane process's user + system time; exchange: register, Ack, StartShard, "
+        "READY, end of stream.\nMiB: growth of the plane's peak resident set. us/heartbeat: "
+        "the steady state's CPU over the same phase without heartbeats.\nheartbeats/s: what "
+        "the agents, on the same machine, got through; agents/core@10s: 10 s / CPU per "
+        "heartbeat."
     )
-    print(
-        f"control plane peak memory (ru_maxrss): {outcome.rss_peak:.1f} MiB "
-        f"({outcome.rss_before:.1f} MiB before the agents; "
-        f"{(outcome.rss_peak - outcome.rss_before) * per_1000:.1f} MiB more per 1,000 agents)"
-    )
-
-
-def side_by_side(outcomes: list[Outcome]) -> None:
-    print("")
-    print(
-        f"{'transport':<10} {'registrations/s':>16} {'CPU s/1,000':>12} {'peak MiB':>9} "
-        f"{'MiB/1,000':>10}"
-    )
-    for o in outcomes:
-        per_1000 = 1000 / max(sum(o.shares), 1)
-        print(
-            f"{o.transport:<10} {len(o.registrations) / o.wall:>16.0f} "
-            f"{o.cpu * per_1000:>12.2f} {o.rss_peak:>9.1f} "
-            f"{(o.rss_peak - o.rss_before) * per_1000:>10.1f}"
-        )
-    # The issue's figure for a grpc-go control plane on this kind of machine.
-    go = (0.6, 0.74)
-    for o in outcomes:
-        per_1000 = o.cpu * 1000 / max(sum(o.shares), 1)
-        print(
-            f"{o.transport}: {per_1000 / go[1]:.1f}x to {per_1000 / go[0]:.1f}x the CPU of a "
-            f"grpc-go control plane ({go[0]}-{go[1]} s per 1,000)"
-        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--processes", type=int, default=4, help="agent processes")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds for each run")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median)")
     parser.add_argument(
-        "--transport", choices=(*TRANSPORTS, "both"), default="both", help="default: both"
+        "--heartbeats", type=int, default=20, help="per agent in the steady state (0: none)"
     )
+    parser.add_argument(
+        "--connections",
+        choices=("agent", "process"),
+        default="agent",
+        help="one connection per agent (default), or one per agent process, shared",
+    )
+    parser.add_argument(
+        "--planes",
+        default=",".join(PLANES),
+        help="comma-separated, of " + ", ".join(PLANES) + " (grpc-go when built)",
+    )
+    parser.add_argument("--timeout", type=float, default=600, help="seconds for each run")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit 1 if the library's plane costs more than {TARGET}x the raw floor",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write every run and the medians")
     parser.add_argument(
         "--profile",
         metavar="FILE",
         default="",
-        help="profile the control plane into FILE and show the top (slows it down)",
+        help="profile each Python plane into FILE and show the top (slows it down)",
     )
     args = parser.parse_args(argv)
+    planes = [p for p in args.planes.split(",") if p]
+    unknown = set(planes) - set(PLANES)
+    if unknown:
+        parser.error(f"--planes: unknown {sorted(unknown)}; expected some of {PLANES}")
+    if "grpc-go" in planes and not GO_PLANE.exists():
+        print(f"grpc-go: not built ({GO_PLANE}); `make interop-go-build` builds it")
+        planes.remove("grpc-go")
     base, extra = divmod(args.agents, args.processes)
     shares = [base + (i < extra) for i in range(args.processes)]
-    transports = TRANSPORTS if args.transport == "both" else (args.transport,)
-    outcomes = []
+    own = args.connections == "agent"
+    kinds = sorted({0, args.heartbeats})
+    settings = {
+        "agents": args.agents,
+        "processes": args.processes,
+        "rounds": args.rounds,
+        "heartbeats": args.heartbeats,
+        "connections": "one connection per agent" if own else "one connection per process",
+        "planes": planes,
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "grpc": grpc.__version__,
+        "command": " ".join(["python", "bench/load.py", *(argv or sys.argv[1:])]),
+    }
+    runs = []
     failed = False
-    for transport in transports:
-        deadline = time.monotonic() + args.timeout
-        processes: list[Any] = []
-        try:
-            outcome = run(args.agents, shares, deadline, processes, transport, args.profile)
-        except (TimeoutError, RuntimeError) as exc:
-            print(f"error ({transport}): {exc} (timeout {args.timeout:g} s)", file=sys.stderr)
-            return 1
-        finally:
-            for process in processes:
-                if process.is_alive():
-                    process.terminate()
-                process.join(5)
-                if process.is_alive():
-                    process.kill()
-                    process.join()
-        report(outcome)
-        found = problems(outcome)
-        if found:
-            print(f"FAILED ({transport}):", *found, sep="\n  ", file=sys.stderr)
-            failed = True
-        else:
-            print("every registration adopted exactly once, every command answered, nothing lost")
-        print("")
-        outcomes.append(outcome)
-    side_by_side(outcomes)
-    return 1 if failed else 0
+    for rnd in range(args.rounds):
+        shift = rnd % len(planes)
+        for plane in planes[shift:] + planes[:shift]:
+            for heartbeats in kinds:
+                try:
+                    outcome = run(plane, shares, heartbeats, own, args.timeout, args.profile)
+                except (TimeoutError, RuntimeError, subprocess.TimeoutExpired) as exc:
+                    print(f"error ({plane}): {exc} (timeout {args.timeout:g} s)", file=sys.stderr)
+                    return 1
+                outcome["round"] = rnd
+                runs.append(outcome)
+                n = outcome["agents"]
+                print(
+                    f"round {rnd + 1} {plane:<10} heartbeats {heartbeats:>3}: CPU "
+                    f"{outcome['cpu_exchange_s']:.2f} + {outcome['cpu_rest_s']:.2f} s, wall "
+                    f"{outcome['wall_exchange_s']:.2f} + {outcome['wall_rest_s']:.2f} s, "
+                    f"{outcome['connections']} connections, peak RSS "
+                    f"+{(outcome['peak_rss_kib'] - outcome['rss_before_kib']) / 1024:.1f} MiB "
+                    f"for {n} agents",
+                    flush=True,
+                )
+                if outcome["problems"]:
+                    failed = True
+                    print(f"FAILED ({plane}):", *outcome["problems"], sep="\n  ", file=sys.stderr)
+    summary = summarise(runs, planes)
+    print_summary(summary, settings)
+    verdict = None
+    ratio = summary.get("library", {}).get("ratio_to_raw")
+    if ratio is not None:
+        verdict = ratio <= TARGET
+        print(
+            f"target: the library's plane at most {TARGET}x the raw grpc.aio floor per "
+            f"exchange: {ratio:.2f}x, {'met' if verdict else 'MISSED'}"
+        )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {"settings": settings, "runs": runs, "summary": summary, "target_met": verdict},
+                indent=1,
+            )
+            + "\n"
+        )
+    if failed:
+        return 1
+    if args.check and verdict is not True:
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

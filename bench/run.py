@@ -24,6 +24,7 @@ or missed, and the worst shapes of hostile input on every decode path
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -41,7 +42,7 @@ from grpclib.encoding.proto import ProtoCodec
 from bench import handwritten_bp2, handwritten_pb, hostile, samples
 from bench.compat import compat_bench
 from bench.harness import Contender, Group, Timing, run
-from bench.storm import TUNED_THRESHOLDS, StormResult, fleet, storm
+from bench.storm import FREEZE_EVERY, TUNED_THRESHOLDS, StormResult, fleet, storm
 from llmgw_wire import converter, decode, encode, v1
 from llmgw_wire.codec.binary import compiled_upb
 from llmgw_wire.codec.schema import CLASSES
@@ -178,6 +179,29 @@ def groups_for(s: Subject) -> list[Group]:
     ]
 
 
+NEGATIVE = "Register (numa_node -1)"
+
+
+def negative_groups() -> tuple[Subject, list[Group]]:
+    """Decoding the registration with a negative number in every GPU (10-byte varints).
+
+    Next to the `Register` rows, the same registration with non-negative
+    values: the difference is what a negative number costs.
+    """
+    s = dataclasses.replace(SUBJECTS[0], name=NEGATIVE, value=samples.registration_negative())
+    data, pb = encode(s.value), s.pb_class
+    group = Group(
+        NEGATIVE,
+        BYTES_TO_DOMAIN,
+        [
+            Contender(LIB_BYTES_IN, lambda: decode(data, Registration)),
+            Contender(PB_HAND, lambda: s.pb_from_wire(pb.FromString(data))),
+            Contender(PB_ONLY_IN, lambda: pb.FromString(data)),
+        ],
+    )
+    return s, [group]
+
+
 AGENT_MESSAGE = "AgentMessage(register)"
 CONTROL_MESSAGE = "ControlMessage(start_shard)"
 LIB_CODEC = "llmgw WireCodec (upb)"
@@ -291,7 +315,20 @@ def targets(medians: dict[tuple[str, str, str], float], storm_result: StormResul
     def m(message: str, op: str, contender: str) -> float:
         return medians[message, op, contender]
 
+    negative = m(NEGATIVE, BYTES_TO_DOMAIN, LIB_BYTES_IN) / m(NEGATIVE, BYTES_TO_DOMAIN, PB_HAND)
+    plain = m("Register", BYTES_TO_DOMAIN, LIB_BYTES_IN) / m("Register", BYTES_TO_DOMAIN, PB_HAND)
+    slower = m(NEGATIVE, BYTES_TO_DOMAIN, LIB_BYTES_IN) / m(
+        "Register", BYTES_TO_DOMAIN, LIB_BYTES_IN
+    )
     out = [
+        Target(
+            "Register with numa_node -1 bytes -> Registration: decode vs protobuf + "
+            "hand-written (times slower)",
+            negative,
+            1.0,
+            at_least=False,
+            context=f"non-negative: {plain:.2f}x; decode with -1 vs without: {slower:.2f}x",
+        ),
         Target(
             "Register bytes -> Registration: decode vs betterproto2 + codec (times faster)",
             m("Register", BYTES_TO_DOMAIN, BP2_CODEC)
@@ -332,6 +369,21 @@ def targets(medians: dict[tuple[str, str, str], float], storm_result: StormResul
                 f"CPU {on.cpu_s:.2f} s, of which {on.gc_s:.2f} s in the garbage collector; "
                 f"decoding alone (gc off) {off.wall_s:.2f} s wall, {off.cpu_s:.2f} s CPU"
             ),
+        )
+    )
+    frozen = storm_result.gc_frozen
+    out.extend(
+        Target(
+            f"storm, {name} vs gc off, CPU (times slower)",
+            run.cpu_s / off.cpu_s,
+            1.3,
+            at_least=False,
+            context=f"{sum(run.collections)} collections ({run.collections[2]} full), "
+            f"{run.gc_s:.2f} s in the collector",
+        )
+        for name, run in (
+            ("default gc", on),
+            (f"default gc with llmgw_wire.gc.AdoptionFreezer({FREEZE_EVERY})", frozen),
         )
     )
     out.extend(
@@ -434,20 +486,27 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmarks and print the report; 1 with `--check` when a target is missed."""
-    args = _parse_args(argv)
-    cpu = _pin(args.cpu)
-    load_start = os.getloadavg()
+def all_groups() -> tuple[list[Group], dict[str, int]]:
+    """Every group timed, each contender checked against the library; the size of each message."""
     groups: list[Group] = []
     for subject in SUBJECTS:
         subject_groups = groups_for(subject)
         check_agreement(subject, subject_groups)
         groups += subject_groups
-    sizes = {s.name: len(encode(s.value)) for s in SUBJECTS}
+    negative, negative_group = negative_groups()
+    check_agreement(negative, negative_group)
+    groups += negative_group
+    sizes = {s.name: len(encode(s.value)) for s in (*SUBJECTS, negative)}
     stream_groups, stream_sizes = envelope_groups()
-    groups += stream_groups
-    sizes.update(stream_sizes)
+    return groups + stream_groups, sizes | stream_sizes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmarks and print the report; 1 with `--check` when a target is missed."""
+    args = _parse_args(argv)
+    cpu = _pin(args.cpu)
+    load_start = os.getloadavg()
+    groups, sizes = all_groups()
     timings = run(groups, args.repetitions, round(args.batch_ms * 1e6))
     storm_result = storm(fleet(args.storm), runs=args.storm_runs)
     compat_result = compat_bench(args.compat_runs)
@@ -487,6 +546,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  gc on, thresholds {TUNED_THRESHOLDS}: {tuned.wall_s:.3f} s wall, {tuned.cpu_s:.3f} s "
         f"CPU, of which {tuned.gc_s:.3f} s in {sum(tuned.collections)} collections "
         f"({tuned.collections[2]} full)"
+    )
+    frozen = storm_result.gc_frozen
+    print(
+        f"  gc on, frozen after every {FREEZE_EVERY} adopted (llmgw_wire.gc.AdoptionFreezer): "
+        f"{frozen.wall_s:.3f} s wall, {frozen.cpu_s:.3f} s CPU, of which {frozen.gc_s:.3f} s in "
+        f"{sum(frozen.collections)} collections ({frozen.collections[2]} full)"
     )
     print(f"  gc off: {off.wall_s:.3f} s wall, {off.cpu_s:.3f} s CPU")
     print(

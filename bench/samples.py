@@ -13,7 +13,7 @@ import attrs
 from llmgw_wire.domain import AdoptedShard, Compute, Registration, ShardCommand, ShardReport, State
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
-__all__ = ["command", "registration", "registration_for", "report"]
+__all__ = ["command", "registration", "registration_for", "registration_negative", "report"]
 
 
 def _with_compute(shard: AdoptedShard) -> AdoptedShard:
@@ -40,6 +40,17 @@ def registration() -> Registration:
         for n, gpu, port in ((2, 4, 8011), (3, 5, 8012))
     )
     return Registration(sample.node, (llama, qwen, *more))
+
+
+def registration_negative() -> Registration:
+    """The same registration with a negative number in every GPU: `numa_node=-1`.
+
+    The reference agent sends -1 for a GPU without NUMA affinity; on the wire
+    every negative int32 is a 10-byte varint.
+    """
+    reg = registration()
+    gpus = tuple(attrs.evolve(gpu, numa_node=-1) for gpu in reg.node.gpus)
+    return Registration(attrs.evolve(reg.node, gpus=gpus), reg.shards)
 
 
 def registration_for(number: int) -> Registration:

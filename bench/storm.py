@@ -6,7 +6,11 @@ in one thread. Timed three ways: with the garbage collector on and its
 default thresholds, as in a service, counting the time spent in collections;
 with the one-line tuning a service holding this much long-lived data would
 make (`gc.set_threshold(700, 10, 100)`: a full collection ten times less
-often); and with the collector off, which is the cost of decoding alone.
+often); with the library's recipe (`llmgw_wire.gc.AdoptionFreezer`: the
+adopted values frozen out of the collector's reach after every 100
+adoptions, default thresholds); and with the collector off, which is the
+cost of decoding alone. The kinds of run are interleaved, one of each per
+round, so that a change in the machine's load falls on all of them.
 Memory is measured in a last pass under `tracemalloc`, which slows Python
 down and so is never timed.
 """
@@ -24,11 +28,14 @@ from typing import Any
 from bench import samples
 from llmgw_wire import decode, encode
 from llmgw_wire.domain import Registration
+from llmgw_wire.gc import AdoptionFreezer
 
-__all__ = ["TUNED_THRESHOLDS", "StormResult", "StormRun", "fleet", "storm"]
+__all__ = ["FREEZE_EVERY", "TUNED_THRESHOLDS", "StormResult", "StormRun", "fleet", "storm"]
 
 #: The collector thresholds of the tuned run: full collections ten times rarer.
 TUNED_THRESHOLDS = (700, 10, 100)
+#: Adoptions per batch of the recipe's run: a freeze after each.
+FREEZE_EVERY = 100
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,7 @@ class StormResult:
     bytes_each: int
     gc_on: StormRun
     gc_tuned: StormRun
+    gc_frozen: StormRun
     gc_off: StormRun
     runs_gc_on_s: tuple[float, ...]
     traced_peak_bytes: int  # tracemalloc peak: Python allocations, adopted values included
@@ -66,6 +74,7 @@ class StormResult:
             "bytes_each": self.bytes_each,
             "gc_on": vars(self.gc_on),
             "gc_tuned": {"thresholds": list(TUNED_THRESHOLDS), **vars(self.gc_tuned)},
+            "gc_frozen": {"freeze_every": FREEZE_EVERY, **vars(self.gc_frozen)},
             "gc_off": vars(self.gc_off),
             "runs_gc_on_s": list(self.runs_gc_on_s),
             "traced_peak_bytes": self.traced_peak_bytes,
@@ -84,11 +93,15 @@ def fleet(size: int) -> list[bytes]:
     return [encode(samples.registration_for(number)) for number in range(size)]
 
 
-def _adopt(datas: list[bytes]) -> dict[str, Registration]:
+def _adopt(datas: list[bytes], freezer: AdoptionFreezer | None = None) -> dict[str, Registration]:
     adopted: dict[str, Registration] = {}
     for data in datas:
         registration = decode(data, Registration)
         adopted[registration.node.id] = registration
+        if freezer is not None:
+            freezer.adopted()
+    if freezer is not None:
+        freezer.flush()
     return adopted
 
 
@@ -114,7 +127,11 @@ class _CollectionClock:
 
 
 def _run(
-    datas: list[bytes], *, collector: bool, thresholds: tuple[int, int, int] | None = None
+    datas: list[bytes],
+    *,
+    collector: bool,
+    thresholds: tuple[int, int, int] | None = None,
+    freeze: bool = False,
 ) -> StormRun:
     gc.collect()
     clock = _CollectionClock()
@@ -126,9 +143,10 @@ def _run(
         gc.set_threshold(*thresholds)
     try:
         wall0, cpu0 = time.perf_counter_ns(), time.process_time_ns()
-        adopted = _adopt(datas)
+        adopted = _adopt(datas, AdoptionFreezer(FREEZE_EVERY) if freeze else None)
         elapsed, used = time.perf_counter_ns() - wall0, time.process_time_ns() - cpu0
     finally:
+        gc.unfreeze()  # the next run starts from the same state
         gc.set_threshold(*saved)
         gc.enable()
         gc.callbacks.remove(clock)
@@ -146,9 +164,15 @@ def _median(runs: list[StormRun]) -> StormRun:
 def storm(datas: list[bytes], runs: int = 3) -> StormResult:
     """Decode and adopt every registration in `datas`: `runs` times each way, then for memory."""
     rss_before = _maxrss_bytes()
-    on = [_run(datas, collector=True) for _ in range(runs)]
-    tuned = [_run(datas, collector=True, thresholds=TUNED_THRESHOLDS) for _ in range(runs)]
-    off = [_run(datas, collector=False) for _ in range(runs)]
+    on: list[StormRun] = []
+    tuned: list[StormRun] = []
+    frozen: list[StormRun] = []
+    off: list[StormRun] = []
+    for _ in range(runs):
+        on.append(_run(datas, collector=True))
+        tuned.append(_run(datas, collector=True, thresholds=TUNED_THRESHOLDS))
+        frozen.append(_run(datas, collector=True, freeze=True))
+        off.append(_run(datas, collector=False))
     rss_delta = _maxrss_bytes() - rss_before
     gc.collect()
     tracemalloc.start()
@@ -163,6 +187,7 @@ def storm(datas: list[bytes], runs: int = 3) -> StormResult:
         bytes_each=round(statistics.mean(len(data) for data in datas)),
         gc_on=_median(on),
         gc_tuned=_median(tuned),
+        gc_frozen=_median(frozen),
         gc_off=_median(off),
         runs_gc_on_s=tuple(run.wall_s for run in on),
         traced_peak_bytes=peak,

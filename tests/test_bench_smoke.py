@@ -70,6 +70,7 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
         for operation in ("bytes -> domain", "domain -> bytes", "wire -> domain", "domain -> wire")
     } | {
         ("AgentMessage(register)", "bytes -> domain"),
+        ("Register (numa_node -1)", "bytes -> domain"),
         ("ControlMessage(start_shard)", "domain -> bytes"),
     }
     for result in report["results"]:
@@ -77,10 +78,11 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
         assert len(result["samples_ns"]) == report["settings"]["repetitions"]
     assert report["storm"]["registrations"] == 200
     assert report["storm"]["gc_on"]["wall_s"] > 0
+    assert report["storm"]["gc_frozen"]["freeze_every"] == 100
     for tools in report["compat"]["median_s"].values():
         assert tools["llmgw-wire compat"] > 0
     assert 3000 < report["sizes"]["Register"] < 4000
-    assert len(report["targets"]) == 13
+    assert len(report["targets"]) == 16
     assert all(isinstance(target["met"], bool) for target in report["targets"])
 
 

@@ -119,6 +119,7 @@ SURFACE: dict[str, list[str]] = {
         "parse_json",
         "to_json",
     ],
+    "llmgw_wire.gc": ["AdoptionFreezer"],
     "llmgw_wire.mapping": [
         "ENVELOPES",
         "MODELS_WITH_MESSAGE",

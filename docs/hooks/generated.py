@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from mkdocs.structure.pages import Page
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "reference" / "benchmarks.json"
+LOAD = BENCHMARKS.with_name("load.json")
 MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
 
 #: The public modules whose API pages document the names `llmgw_wire` exports,
@@ -540,13 +541,17 @@ def benchmarks() -> str:
         "| garbage collection | wall s | CPU s | of which collecting, s |",
         "| --- | ---: | ---: | ---: |",
     ]
-    for key in ("gc_on", "gc_tuned", "gc_off"):
+    for key in ("gc_on", "gc_tuned", "gc_frozen", "gc_off"):
         if key not in storm:
             continue
         run = storm[key]
         label = {
             "gc_on": "on, default thresholds",
             "gc_tuned": f"on, thresholds {tuple(run.get('thresholds', ()))}",
+            "gc_frozen": (
+                "on, default thresholds, "
+                f"`llmgw_wire.gc.AdoptionFreezer({run.get('freeze_every')})`"
+            ),
             "gc_off": "off",
         }[key]
         out.append(f"| {label} | {run['wall_s']:.3f} | {run['cpu_s']:.3f} | {run['gc_s']:.3f} |")
@@ -663,6 +668,55 @@ def import_effects() -> str:
     return "\n".join(rows) + "\n"
 
 
+def load() -> str:
+    """The control planes of the last committed `make load` run, and the capacity they imply."""
+    data = json.loads(LOAD.read_text())
+    settings, summary = data["settings"], data["summary"]
+
+    def figure(value: float | None, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    out = [
+        f'`make load LOAD_ARGS="--json docs/reference/load.json"` '
+        f"({settings['agents']:,} agents in {settings['processes']} processes, "
+        f"{settings['connections']}, {settings['rounds']} interleaved rounds, "
+        f"{settings['heartbeats']} heartbeats per agent; the medians over rounds; "
+        f"{settings['cpus']} cores shared with other work, load average "
+        f"{settings['load_average']} at the start; Python {settings['python']}, "
+        f"grpcio {settings['grpc']}):",
+        "",
+        "| plane | CPU s per 1,000 exchanges | x raw (each round) | peak MiB per 1,000 agents "
+        "| x raw | CPU µs per heartbeat | x raw | heartbeats/s seen | agents per core at 10 s |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for plane, f in summary.items():
+        rounds = ", ".join(f"{r:.2f}" for r in f.get("ratio_to_raw_rounds", []))
+        out.append(
+            f"| {plane} | {f['cpu_s_per_1000_exchanges']:.2f} | "
+            f"{figure(f.get('ratio_to_raw'), '.2f')} ({rounds}) | "
+            f"{f['peak_rss_mib_per_1000_agents']:.1f} | "
+            f"{figure(f.get('rss_ratio_to_raw'), '.2f')} | "
+            f"{figure(f['cpu_us_per_heartbeat'], '.1f')} | "
+            f"{figure(f.get('heartbeat_ratio_to_raw'), '.2f')} | "
+            f"{figure(f['heartbeats_per_s'], ',.0f')} | "
+            f"{figure(f.get('agents_per_core_at_10s'), ',.0f')} |"
+        )
+    library = summary.get("library")
+    if library and library.get("agents_per_core_at_10s"):
+        ratio = library["ratio_to_raw"]
+        verdict = "met" if data.get("target_met") else "**missed**"
+        out += [
+            "",
+            f"The library's plane costs {ratio:.2f}x grpc.aio's raw floor per exchange: the "
+            f"target, at most 1.25x, is {verdict}. At a heartbeat every 10 seconds, one core "
+            f"of the library's plane carries the heartbeats of about "
+            f"{round(library['agents_per_core_at_10s'], -3):,.0f} agents "
+            f"({library['cpu_us_per_heartbeat']:.1f} µs each), and those agents' connections "
+            f"take about {library['peak_rss_mib_per_1000_agents']:.0f} MiB per 1,000.",
+        ]
+    return "\n".join(out) + "\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "api-summary": api_summary,
     "benchmarks": benchmarks,
@@ -674,6 +728,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "guarded-call": guarded_call,
     "import-effects": import_effects,
     "laws": laws,
+    "load": load,
     "mapping": mapping,
     "session-reader": session_reader,
     "states": states,

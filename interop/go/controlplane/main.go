@@ -14,7 +14,9 @@
 //	          2^63-1), then a valid StopShard and a valid StartShard
 //
 // --start-padding adds that many bytes to every StartShard (an engine
-// argument), for messages over a receiver's size limit.
+// argument), for messages over a receiver's size limit. --quiet leaves out
+// the RECV, SENT and END lines, for a load run, where printing every message
+// would cost more than serving it.
 //
 // Output, one event per line on stdout: LISTENING <port>; per call ENCODING
 // <grpc-encoding the agent sent>; RECV <protojson> for every AgentMessage;
@@ -64,6 +66,7 @@ type controlPlane struct {
 	llmgwv1.UnimplementedAgentServiceServer
 
 	scenario   string
+	quiet      bool
 	srv        *grpc.Server
 	padding    int
 	badTimeout int64
@@ -168,6 +171,9 @@ func (c *controlPlane) firstRegister() bool {
 
 func (c *controlPlane) Connect(stream llmgwv1.AgentService_ConnectServer) (err error) {
 	defer func() {
+		if c.quiet {
+			return
+		}
 		st := status.Convert(err)
 		if st.Message() == "" {
 			peer.Line("END", peer.CodeName(st.Code()))
@@ -185,7 +191,9 @@ func (c *controlPlane) Connect(stream llmgwv1.AgentService_ConnectServer) (err e
 				recvErr <- err
 				return
 			}
-			peer.Line("RECV", peer.JSON(m))
+			if !c.quiet {
+				peer.Line("RECV", peer.JSON(m))
+			}
 			select {
 			case msgs <- m:
 			case <-ctx.Done():
@@ -197,7 +205,9 @@ func (c *controlPlane) Connect(stream llmgwv1.AgentService_ConnectServer) (err e
 		if err := stream.Send(m); err != nil {
 			return err
 		}
-		peer.Line("SENT", peer.JSON(m))
+		if !c.quiet {
+			peer.Line("SENT", peer.JSON(m))
+		}
 		return nil
 	}
 	for {
@@ -359,6 +369,7 @@ func run() int {
 	scenario := flag.String("scenario", "serve", "graceful, status, serve or bad-then-good")
 	padding := flag.Int("start-padding", 0, "bytes added to every StartShard (an engine argument)")
 	badTimeout := flag.Int64("bad-timeout-ms", math.MaxInt64, "the bad StartShard's startup_timeout_ms (bad-then-good)")
+	quiet := flag.Bool("quiet", false, "no RECV, SENT or END lines (a load run)")
 	gzipOut := flag.Bool("gzip", false, "compress every message sent with gzip (gzip from agents is always accepted)")
 	var tlsFlags peer.TLSFlags
 	flag.StringVar(&tlsFlags.Cert, "tls-cert", "", "server certificate (PEM); TLS when given")
@@ -372,7 +383,7 @@ func run() int {
 		return 2
 	}
 
-	c := &controlPlane{scenario: *scenario, padding: *padding, badTimeout: *badTimeout, quit: make(chan struct{}), stopped: make(chan struct{}),
+	c := &controlPlane{scenario: *scenario, quiet: *quiet, padding: *padding, badTimeout: *badTimeout, quit: make(chan struct{}), stopped: make(chan struct{}),
 		watch: newTrailerWatch()}
 	opts := []grpc.ServerOption{grpc.StatsHandler(stopAfterStatus{c: c})}
 	if *gzipOut {

@@ -1,0 +1,68 @@
+"""`make load` still runs: a handful of agents against every plane, nothing lost.
+
+Its figures mean nothing at this size; what is checked is that every plane
+answers every agent, that every agent has a connection of its own (or shares
+one, when asked), and that the report and its JSON are complete.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENTS = 6
+
+
+def _load(tmp_path: Path, *args: str) -> dict[str, Any]:
+    out = tmp_path / "load.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "bench/load.py",
+            *("--agents", str(AGENTS), "--processes", "2", "--rounds", "1"),
+            *("--heartbeats", "3", "--timeout", "120", "--json", str(out), *args),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
+
+
+@pytest.mark.slow
+def test_every_plane_serves_every_agent_on_a_connection_of_its_own(tmp_path: Path) -> None:
+    report = _load(tmp_path, "--planes", "library,raw,raw+codec")
+    runs = report["runs"]
+    assert {(r["plane"], r["heartbeats_each"]) for r in runs} == {
+        (plane, beats) for plane in ("library", "raw", "raw+codec") for beats in (0, 3)
+    }
+    for r in runs:
+        assert r["problems"] == []
+        assert r["connections"] == AGENTS
+    summary = report["summary"]
+    assert set(summary) == {"library", "raw", "raw+codec"}
+    for figures in summary.values():
+        assert figures["cpu_s_per_1000_exchanges"] >= 0
+        assert figures["peak_rss_mib_per_1000_agents"] >= 0
+        assert "ratio_to_raw" in figures  # None when this few agents cost too little to tell
+    assert report["target_met"] in (True, False, None)
+
+
+@pytest.mark.slow
+def test_agents_can_share_their_process_s_connection(tmp_path: Path) -> None:
+    report = _load(tmp_path, "--planes", "library", "--connections", "process")
+    runs = report["runs"]
+    for r in runs:
+        assert r["problems"] == []
+        assert r["connections"] == 2  # one per agent process
+    assert report["target_met"] is None  # no raw floor in this run
