@@ -8,7 +8,7 @@ resident-set growth is that input's alone:
 * `v1`: `decode(data, v1.Register)` (upb, then betterproto2 objects);
 * `wire-codec`: `WireCodec().decode(envelope, AgentMessage)`, the stream's codec;
 * `inspect`: `llmgw-wire inspect --type AgentMessage` of the envelope, output discarded;
-* `json`: `from_json(text, Registration)`, for the JSON shapes.
+* `json`: `wire_json.decode(text, Registration)`, for the JSON shapes.
 
 Per cell: CPU seconds per MiB of input; the peak of Python's allocations
 (tracemalloc, measured on a second run: it slows allocation) per MiB; the
@@ -111,8 +111,8 @@ import contextlib, io, os, resource, sys, time, tracemalloc
 sys.path.insert(0, {root!r})
 from tests.support import group, ld, nested_groups, tag, varint, vi
 import llmgw_wire as w
+from llmgw_wire.codec import json as wire_json
 from llmgw_wire import v1, Registration
-from llmgw_wire.codec.json import from_json
 from llmgw_wire.stream.grpclib_codec import WireCodec
 from llmgw_wire._cli import main as cli
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS as budget

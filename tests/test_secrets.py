@@ -37,13 +37,12 @@ from llmgw_wire import (
     converter,
     decode,
     encode,
-    from_json,
     shard_spec_from_start,
     start_shard_from_command,
-    to_json,
     v1,
 )
 from llmgw_wire._cli import main
+from llmgw_wire.codec import json as wire_json
 from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.codec.json import json_converter, make_json_converter
 from llmgw_wire.domain import __all__ as domain_names
@@ -188,22 +187,22 @@ def test_a_canary_key_reaches_no_surface(  # noqa: PLR0912 - one walk through ev
         assert v1.StartShard.parse(data).to_dict()["apiKey"] == key
 
     # The JSON codec: the default dump leaves the key out, include_secrets keeps it.
-    seen.text("to_json", to_json(command))
-    seen.text("to_json(indent)", to_json([command], indent=2))
+    seen.text("to_json", wire_json.encode(command))
+    seen.text("to_json(indent)", wire_json.encode([command], indent=2))
     seen.value("json_converter.unstructure", json_converter.unstructure(command))
     try:
-        dumped = to_json(command, include_secrets=True)
+        dumped = wire_json.encode(command, include_secrets=True)
     except EncodeError as error:
         # JSON holds any str, a lone surrogate included (escaped).
         assert not isinstance(key, str)
         seen.error("to_json(include_secrets=True)", error)
     else:
         assert json.loads(dumped)["spec"]["api_key"] == key
-    document = json.loads(to_json(command))
+    document = json.loads(wire_json.encode(command))
     for wrong in (7777123456789, ["sk-CANARY-json"], {"sk-CANARY-k": "sk-CANARY-v"}, True):
         document["spec"]["api_key"] = wrong
         with pytest.raises(JSONError) as caught:
-            from_json(json.dumps(document), ShardCommand)
+            wire_json.decode(json.dumps(document), ShardCommand)
         assert caught.value.path == ("spec", "api_key")
         seen.error(f"from_json({type(wrong).__name__})", caught.value)
 
@@ -306,7 +305,7 @@ def test_errors_about_other_attributes_do_not_show_the_key() -> None:
     too_big = attrs.evolve(command, spec=attrs.evolve(command.spec, rank=2**40))
     mistyped = attrs.evolve(command, spec=attrs.evolve(command.spec, rank="0"))  # type: ignore[arg-type]
     seen = Seen()
-    for call in (lambda: encode(too_big), lambda: to_json(mistyped, include_secrets=True)):
+    for call in (lambda: encode(too_big), lambda: wire_json.encode(mistyped, include_secrets=True)):
         with pytest.raises(EncodeError) as caught:
             call()
         assert caught.value.path == ("spec", "rank")
@@ -386,7 +385,8 @@ def test_a_secret_encode_error_pickles_without_the_value() -> None:
 
 _MARKED = """
 import json, sys, attrs, io, contextlib, traceback
-from llmgw_wire import ShardCommand, ShardSpec, EncodeError, encode, decode, to_json, v1
+from llmgw_wire import ShardCommand, ShardSpec, EncodeError, encode, decode, v1
+from llmgw_wire.codec import json as wire_json
 from llmgw_wire._cli import main
 from llmgw_wire.domain import Profile
 from llmgw_wire.mapping import SECRET_ATTRIBUTES, SECRET_FIELDS
@@ -399,7 +399,7 @@ command = sample_command()
 spec = attrs.evolve(command.spec, profile_fp="fp-CANARY-1",
                     profile=attrs.evolve(command.spec.profile, env={"K-CANARY": "v-CANARY"}))
 command = attrs.evolve(command, spec=spec)
-texts += [repr(command), repr(spec), repr(spec.profile), str(command), to_json(command)]
+texts += [repr(command), repr(spec), repr(spec.profile), str(command), wire_json.encode(command)]
 wire = v1.StartShard(profile_fp="fp-CANARY-2", hf_token="hf-CANARY-3",
                      profile=v1.EngineProfile(env={"K-CANARY": "v-CANARY"}))
 texts += [repr(wire), str(v1.ControlMessage(start_shard=wire))]
@@ -418,10 +418,10 @@ bad = [
         spec.profile, env={"K-CANARY-5\\udcff": "v"}))),
 ]
 # JSON holds what the wire cannot (a lone surrogate): only the bytes go to it.
-for value, calls in zip(bad, [(encode, to_json), (encode,)]):
+for value, calls in zip(bad, [(encode, wire_json.encode), (encode,)]):
     for call in calls:
         try:
-            call(value, include_secrets=True) if call is to_json else call(value)
+            call(value, include_secrets=True) if call is wire_json.encode else call(value)
         except EncodeError as error:
             texts += [str(error), repr(error.got), repr(error.args), repr(error.path),
                       "".join(traceback.format_exception(error)), repr(error.__context__)]

@@ -14,8 +14,8 @@ import pytest
 from llmgw_wire import Heartbeat, Registration, ShardCommand, StopCommand, encode
 from llmgw_wire._cli import main
 from llmgw_wire._cli.inspect import TYPES, render_tree
+from llmgw_wire.codec import json as wire_json
 from llmgw_wire.codec.envelope import encode_envelope
-from llmgw_wire.codec.json import from_json
 from llmgw_wire.mapping import PAIRS
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
@@ -55,7 +55,7 @@ def test_a_registration_is_shown_as_json(
 ) -> None:
     status, out, err = inspect(capsys, "--type", name, str(registration_file))
     assert (status, err) == (0, "")
-    assert from_json(out, Registration) == sample_registration()
+    assert wire_json.decode(out, Registration) == sample_registration()
     assert json.loads(out)["node"]["gpus"][7]["mig"]["profile"] == "3g.40gb"
 
 
@@ -74,14 +74,14 @@ def test_the_api_key_is_redacted_unless_asked_for(
     assert SECRET not in out
     assert "api_key" not in json.loads(out)["spec"]
     # What is left out loads back with the key empty, not a placeholder.
-    assert from_json(out, ShardCommand).spec.api_key == ""
+    assert wire_json.decode(out, ShardCommand).spec.api_key == ""
 
     _, out, _ = inspect(capsys, "--type", "StartShard", "--format", "tree", str(command_file))
     assert SECRET not in out
     assert "    api_key: <secret str, not shown>\n" in out
 
     _, out, _ = inspect(capsys, "--type", "StartShard", "--show-secrets", str(command_file))
-    assert from_json(out, ShardCommand) == sample_command()
+    assert wire_json.decode(out, ShardCommand) == sample_command()
     _, out, _ = inspect(
         capsys, "-t", "StartShard", "-f", "tree", "--show-secrets", str(command_file)
     )

@@ -41,6 +41,7 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, wire_class
+from llmgw_wire.codec import json as wire_json
 from llmgw_wire.codec.diagnose import EXPLAIN_FIELDS, MAX_DEPTH
 from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
 from llmgw_wire.codec.limits import COUNT_FIRST_ABOVE, item_budget, item_count
@@ -1012,13 +1013,12 @@ def test_a_shard_of_another_node_is_refused_by_encode() -> None:
 
 def test_json_has_the_same_limits() -> None:
     from llmgw_wire import JSONError
-    from llmgw_wire.codec.json import from_json
 
     over = 20_001
     features = '{"node": {"features": [' + ",".join(['""'] * over) + "]}}"
     assert item_budget(len(features), DEFAULT_MAX_ITEMS) == 10_000 + 60_028 // 16 == 13_751
     with pytest.raises(JSONError) as info:
-        from_json(features, Registration)
+        wire_json.decode(features, Registration)
     assert str(info.value) == (
         "Invalid `Registration`: at least 20001 elements of arrays and maps is over the limit "
         "of 13751 for 60028 bytes (10000, and one more per 16 bytes, up to 131072)"
@@ -1026,14 +1026,14 @@ def test_json_has_the_same_limits() -> None:
     limit = "elements of arrays and maps is over the limit of"
     labels = '{"node": {"labels": {' + ",".join(f'"k{i}": ""' for i in range(3 * over)) + "}}}"
     with pytest.raises(JSONError, match=limit):
-        from_json(labels, Registration)
+        wire_json.decode(labels, Registration)
     unknown = "{" + ",".join(f'"k{i}": 0' for i in range(3 * over)) + "}"
     with pytest.raises(JSONError, match=limit):
-        from_json(unknown, Registration)
+        wire_json.decode(unknown, Registration)
     with pytest.raises(JSONError, match="is over the limit of 4194304"):
-        from_json(" " * (DEFAULT_MAX_SIZE + 1), Registration)
+        wire_json.decode(" " * (DEFAULT_MAX_SIZE + 1), Registration)
     # A newer peer's few keys are fine.
-    assert from_json('{"node": {"id": "n1", "rack": "r7"}}', Registration).node.id == "n1"
+    assert wire_json.decode('{"node": {"id": "n1", "rack": "r7"}}', Registration).node.id == "n1"
 
 
 _SUSPECT = b"\x80" * 9

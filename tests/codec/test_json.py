@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import llmgw_wire as wire
-from llmgw_wire.codec.json import from_json, json_converter, make_json_converter, to_json
+from llmgw_wire.codec import json as wire_json
+from llmgw_wire.codec.json import json_converter, make_json_converter
 from llmgw_wire.domain import (
     AdoptedShard,
     Compute,
@@ -71,106 +72,106 @@ def test_every_model_is_covered() -> None:
 def test_json_round_trip(cls: type, data: st.DataObject) -> None:
     """Exact with secrets; without them (the default), exact but for the secrets."""
     value = data.draw(lst.domain_values(cls))
-    assert from_json(to_json(value, include_secrets=True), cls) == value
-    assert from_json(to_json(value), cls) == without_secrets(value)
+    assert wire_json.decode(wire_json.encode(value, include_secrets=True), cls) == value
+    assert wire_json.decode(wire_json.encode(value), cls) == without_secrets(value)
 
 
 @given(lst.shard_specs())
 def test_json_round_trip_of_specs_with_compute(spec: ShardSpec) -> None:
-    assert from_json(to_json(spec, include_secrets=True), ShardSpec) == spec
+    assert wire_json.decode(wire_json.encode(spec, include_secrets=True), ShardSpec) == spec
 
 
 @given(shard_states())
 def test_json_round_trip_of_shard_states(value: SavedShard) -> None:
-    assert from_json(to_json(value, include_secrets=True), SavedShard) == value
+    assert wire_json.decode(wire_json.encode(value, include_secrets=True), SavedShard) == value
 
 
 @given(lst.shard_specs(), st.text(min_size=1))
 def test_the_default_dump_never_holds_the_key(spec: ShardSpec, key: str) -> None:
     spec = attrs.evolve(spec, api_key=key)
-    assert "api_key" not in json.loads(to_json(spec))
-    assert from_json(to_json(spec), ShardSpec) == attrs.evolve(spec, api_key="")
+    assert "api_key" not in json.loads(wire_json.encode(spec))
+    assert wire_json.decode(wire_json.encode(spec), ShardSpec) == attrs.evolve(spec, api_key="")
 
 
 def test_the_key_is_left_out_of_default_dumps_and_kept_when_asked() -> None:
     command = sample_command()
-    assert KEY not in to_json(command)
-    assert "api_key" not in json.loads(to_json(command))["spec"]
+    assert KEY not in wire_json.encode(command)
+    assert "api_key" not in json.loads(wire_json.encode(command))["spec"]
     assert KEY not in json_converter.dumps(command)
-    assert json.loads(to_json(command, include_secrets=True))["spec"]["api_key"] == KEY
+    assert json.loads(wire_json.encode(command, include_secrets=True))["spec"]["api_key"] == KEY
     kept = make_json_converter(include_secrets=True).unstructure(command)
     assert kept["spec"]["api_key"] == KEY
 
 
 def test_a_sample_registration_reads_as_expected() -> None:
     registration = sample_registration()
-    document = json.loads(to_json(registration))
+    document = json.loads(wire_json.encode(registration))
     assert document["node"]["state"] == "ready"
     assert document["node"]["gpus"][7]["fabric"] is None
     assert document["shards"][0]["state"] == "ready"
-    assert from_json(to_json(registration), wire.Registration) == registration
+    assert wire_json.decode(wire_json.encode(registration), wire.Registration) == registration
 
 
 def test_text_is_ascii_and_indented_on_request() -> None:
-    text = to_json(Profile(name="mistral-✓"), indent=2)
+    text = wire_json.encode(Profile(name="mistral-✓"), indent=2)
     assert text.isascii()
     assert text.startswith('{\n  "name": "mistral-\\u2713",\n')
-    assert from_json(text, Profile).name == "mistral-✓"
+    assert wire_json.decode(text, Profile).name == "mistral-✓"
 
 
 # --- the representation, value by value -------------------------------------------
 
 
 def test_enums_are_their_values() -> None:
-    assert json.loads(to_json(ShardReport(state=State.DRAINING)))["state"] == "draining"
+    assert json.loads(wire_json.encode(ShardReport(state=State.DRAINING)))["state"] == "draining"
     for state in NodeState:
         node = Node(state=state)
-        assert json.loads(to_json(node))["state"] == state.value
-        assert from_json(to_json(node), Node) == node
+        assert json.loads(wire_json.encode(node))["state"] == state.value
+        assert wire_json.decode(wire_json.encode(node), Node) == node
 
 
 def test_an_unknown_shard_state_is_failed_as_on_the_wire() -> None:
-    assert from_json('{"state": "hibernating"}', ShardReport).state is State.FAILED
+    assert wire_json.decode('{"state": "hibernating"}', ShardReport).state is State.FAILED
 
 
 def test_durations_are_whole_milliseconds() -> None:
     command = ShardCommand(startup_timeout=dt.timedelta(minutes=10))
-    assert json.loads(to_json(command))["startup_timeout"] == 600_000
+    assert json.loads(wire_json.encode(command))["startup_timeout"] == 600_000
     stop = StopCommand(grace=dt.timedelta(milliseconds=-1500))
-    assert json.loads(to_json(stop))["grace"] == -1500
-    assert from_json(to_json(stop), StopCommand) == stop
+    assert json.loads(wire_json.encode(stop))["grace"] == -1500
+    assert wire_json.decode(wire_json.encode(stop), StopCommand) == stop
 
 
 def test_datetimes_are_iso_8601_with_their_offset() -> None:
     paris = dt.timezone(dt.timedelta(hours=2))
     sent = dt.datetime(2026, 10, 7, 13, 51, 40, 123456, tzinfo=paris)
-    text = to_json(Heartbeat("n", sent))
+    text = wire_json.encode(Heartbeat("n", sent))
     assert json.loads(text)["sent_at"] == "2026-10-07T13:51:40.123456+02:00"
-    back = from_json(text, Heartbeat).sent_at
+    back = wire_json.decode(text, Heartbeat).sent_at
     assert back == sent
     assert back.utcoffset() == dt.timedelta(hours=2)
-    zulu = from_json('{"sent_at": "2026-10-07T11:51:40Z"}', Heartbeat).sent_at
+    zulu = wire_json.decode('{"sent_at": "2026-10-07T11:51:40Z"}', Heartbeat).sent_at
     assert zulu == dt.datetime(2026, 10, 7, 11, 51, 40, tzinfo=dt.timezone.utc)
 
 
 def test_absent_optionals_are_null_and_missing_ones_none() -> None:
-    document = json.loads(to_json(AdoptedShard()))
+    document = json.loads(wire_json.encode(AdoptedShard()))
     assert document["compute"] is None
     assert document["endpoint"] is None
-    assert from_json("{}", AdoptedShard) == AdoptedShard()
-    assert from_json('{"compute": null}', ShardSpec).compute is None
+    assert wire_json.decode("{}", AdoptedShard) == AdoptedShard()
+    assert wire_json.decode('{"compute": null}', ShardSpec).compute is None
 
 
 def test_unknown_keys_are_ignored_and_missing_ones_take_their_default() -> None:
     text = '{"rank": 2, "compute": {"backend": "rocm", "layers_on_npu": 3}, "zone": "b"}'
-    assert from_json(text, ShardSpec) == ShardSpec(rank=2, compute=Compute(backend="rocm"))
+    assert wire_json.decode(text, ShardSpec) == ShardSpec(rank=2, compute=Compute(backend="rocm"))
 
 
 def test_a_list_of_models() -> None:
     shards = list(sample_registration().shards)
     text = json_converter.dumps(shards, list[AdoptedShard])
     assert json_converter.loads(text, list[AdoptedShard]) == shards
-    assert from_json(to_json(shards), list[AdoptedShard]) == shards
+    assert wire_json.decode(wire_json.encode(shards), list[AdoptedShard]) == shards
 
 
 # --- what is refused ------------------------------------------------------------
@@ -281,13 +282,13 @@ REFUSED = [
 @pytest.mark.parametrize(("text", "cls", "message"), REFUSED)
 def test_what_is_refused_and_how_it_is_said(text: str, cls: type, message: str) -> None:
     with pytest.raises(JSONError) as caught:
-        from_json(text, cls)
+        wire_json.decode(text, cls)
     assert str(caught.value) == message
 
 
 def test_a_mistyped_secret_is_not_shown() -> None:
     with pytest.raises(JSONError) as caught:
-        from_json('{"spec": {"api_key": 123456789}}', ShardCommand)
+        wire_json.decode('{"spec": {"api_key": 123456789}}', ShardCommand)
     assert str(caught.value) == (
         "Invalid `ShardCommand`: expected `string`, got <secret int, not shown>"
         " - at `$.spec.api_key`"
@@ -307,7 +308,7 @@ def test_the_converter_raises_the_same_errors() -> None:
 
 def test_json_errors_are_decode_errors_and_pickle() -> None:
     with pytest.raises(JSONError) as caught:
-        from_json('{"rank": "a"}', ShardSpec)
+        wire_json.decode('{"rank": "a"}', ShardSpec)
     error = caught.value
     assert isinstance(error, DecodeError)
     assert isinstance(error, ValueError)
@@ -414,37 +415,37 @@ def test_any_int_anywhere_dumps_and_loads_back_or_is_an_encode_error_at_its_path
     value = replaced(value, path, number)
     if abs(number) >= 10**DIGITS:
         with pytest.raises(EncodeError) as caught:
-            to_json(value, include_secrets=True)
+            wire_json.encode(value, include_secrets=True)
         assert caught.value.path == path
         assert caught.value.expected == f"integer of at most {DIGITS} digits"
     else:
-        text = to_json(value, include_secrets=True)
-        assert from_json(text, cls, max_size=len(text)) == value
+        text = wire_json.encode(value, include_secrets=True)
+        assert wire_json.decode(text, cls, max_size=len(text)) == value
 
 
 @pytest.mark.parametrize(("value", "message"), DUMP_REFUSED)
 def test_what_a_dump_refuses_and_how_it_is_said(value: object, message: str) -> None:
     with pytest.raises(EncodeError) as caught:
-        to_json(value, include_secrets=True)
+        wire_json.encode(value, include_secrets=True)
     assert str(caught.value) == message
 
 
 def test_a_dump_does_not_show_a_mistyped_secret() -> None:
     spec = ShardSpec(api_key=123456789)  # type: ignore[arg-type]
     with pytest.raises(EncodeError) as caught:
-        to_json(spec, include_secrets=True)
+        wire_json.encode(spec, include_secrets=True)
     assert str(caught.value) == "Expected `string`, got <secret int, not shown> - at `$.api_key`"
     # Left out of the default dump, it is not checked there either.
-    assert "api_key" not in to_json(spec)
+    assert "api_key" not in wire_json.encode(spec)
 
 
 def test_what_an_array_or_object_holds_is_never_shown() -> None:
     """A misplaced container may hold a key: only its kind is said."""
     with pytest.raises(JSONError) as caught:
-        from_json('[{"api_key": "sk-llmgw-demo-0000"}]', ShardSpec)
+        wire_json.decode('[{"api_key": "sk-llmgw-demo-0000"}]', ShardSpec)
     assert str(caught.value) == "Invalid `ShardSpec`: expected `object`, got an array"
     with pytest.raises(JSONError) as caught:
-        from_json('{"hcas": {"api_key": "sk-llmgw-demo-0000"}}', ShardSpec)
+        wire_json.decode('{"hcas": {"api_key": "sk-llmgw-demo-0000"}}', ShardSpec)
     assert str(caught.value) == "Invalid `ShardSpec`: expected `array`, got an object - at `$.hcas`"
 
 

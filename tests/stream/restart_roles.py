@@ -39,7 +39,7 @@ def agent_start(message: str, state: str, compute: str | None = None) -> None:
     spec, _timeout = wire.shard_spec_from_start(start)
     if compute is not None:
         # What the engine reported once it had loaded the model.
-        spec = attrs.evolve(spec, compute=wire.from_json(compute, wire.Compute))
+        spec = attrs.evolve(spec, compute=wire_json.decode(compute, wire.Compute))
     with ShardStore(state) as store:
         store.save(SavedShard(spec, wire.State.READY))
 

@@ -45,7 +45,7 @@ def run_role(role: str, *args: str | Path, cwd: Path) -> str:
 def restart_story(tmp_path: Path, compute: wire.Compute | None) -> list[wire.AdoptedShard]:
     start, state, register = tmp_path / "start.bin", tmp_path / "shards", tmp_path / "reg.bin"
     run_role("control-start", start, cwd=tmp_path)
-    learned = () if compute is None else (wire.to_json(compute),)
+    learned = () if compute is None else (wire_json.encode(compute),)
     run_role("agent-start", start, state, *learned, cwd=tmp_path)
     run_role("agent-register", state, register, cwd=tmp_path)
     adopted = run_role("control-adopt", register, cwd=tmp_path)
