@@ -192,7 +192,7 @@ def test_tls_settings_read_files_and_keep_keys_out_of_reprs(pki: PKI, tmp_path: 
     tls = ServerTLS(tmp_path / "server.pem", tmp_path / "server.key")
     assert tls.private_key == pki.server.private_key_pem.bytes()
     assert "PRIVATE" not in repr(tls)
-    assert "<redacted>" in repr(tls)
+    assert "<secret bytes, not shown>" in repr(tls)
     assert "PRIVATE" not in repr(pki.client_tls())
     with pytest.raises(ValueError, match="needs its key"):
         ClientTLS(certificate_chain=b"x")
