@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from attrs import field, frozen
 
-from llmgw_wire.errors import StreamError, Unauthenticated, shown
+from llmgw_wire.errors import Redacted, StreamError, Unauthenticated
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -69,9 +69,10 @@ def _fresh(value: bytes | None) -> bytes | None:
     return fresh
 
 
-def _no_secret(value: object) -> str:
-    # A private key is a secret: the library's one placeholder, as for api_key.
-    return shown(value, secret=True)
+def _no_secret(_value: object) -> str:
+    # A private key is a secret: the library's one placeholder, as for api_key
+    # (of bytes, whether read from a file or given).
+    return repr(Redacted("bytes"))
 
 
 def _short(value: bytes | None) -> str:
