@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpclib.client
 import grpclib.const
@@ -33,9 +32,7 @@ from llmgw_wire.stream.grpclib_codec import UnknownMember, WireCodec
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1 import AgentMessage, ControlMessage
-
-if TYPE_CHECKING:
-    from collections.abc import Coroutine
+from tests.support import run_async
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -140,10 +137,6 @@ class _Adopting:
                 await stream.send_message(StopCommand(replica_id=type(value).__name__))
 
 
-def _run(main: Coroutine[Any, Any, None]) -> None:
-    asyncio.run(asyncio.wait_for(main, 20))
-
-
 async def _serve() -> tuple[grpclib.server.Server, int]:
     server = grpclib.server.Server([_Adopting()], codec=WireCodec())
     await server.start("127.0.0.1", 0)
@@ -174,7 +167,7 @@ def test_domain_values_on_both_ends_of_a_stream() -> None:
         assert ack == Ack("gpu-node-017", 2, "adopted")
         assert stop == StopCommand(replica_id="Heartbeat")
 
-    _run(main())
+    run_async(main)
 
 
 def test_a_peer_with_grpclibs_default_codec() -> None:
@@ -202,7 +195,7 @@ def test_a_peer_with_grpclibs_default_codec() -> None:
         )
         assert skipped == ControlMessage(ack=v1.Ack(detail="skipped fields ()"))
 
-    _run(main())
+    run_async(main)
 
 
 def test_sample_command_crosses() -> None:
@@ -258,7 +251,7 @@ def test_a_grpclib_agent_talks_to_the_grpc_aio_control_plane(codec: type[WireCod
             ]
         assert got == [Ack("gpu-node-017", 2, "adopted"), StopCommand(replica_id="Heartbeat")]
 
-    _run(main())
+    run_async(main)
 
 
 def test_the_grpc_aio_agent_talks_to_a_grpclib_control_plane() -> None:
@@ -279,4 +272,4 @@ def test_the_grpc_aio_agent_talks_to_a_grpclib_control_plane() -> None:
         assert stop == StopCommand(replica_id="Heartbeat")
         assert end is None
 
-    _run(main())
+    run_async(main)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 import grpc
 import grpc.aio
@@ -19,6 +18,7 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
+from tests.support import run_async as run
 
 pytestmark = pytest.mark.timeout(120)
 WAIT = 20.0
@@ -40,10 +40,6 @@ class Holding(ControlPlane):
                 self.registered.set()
         finally:
             await self.release.wait()
-
-
-def run(main: Any) -> None:
-    asyncio.run(asyncio.wait_for(main(), 90))
 
 
 async def check(stub: health_pb2_grpc.HealthStub, service: str) -> int:

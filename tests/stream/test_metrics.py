@@ -24,6 +24,7 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.sample import sample_command, sample_registration
+from tests.support import run_async as run
 
 pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.metrics import MeterProvider
@@ -32,10 +33,6 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricR
 pytestmark = pytest.mark.timeout(120)
 WAIT = 20.0
 NOT_AN_ENVELOPE = b"\xff\xff\xff"
-
-
-def run(main: Any) -> None:
-    asyncio.run(asyncio.wait_for(main(), 90))
 
 
 def points(reader: InMemoryMetricReader) -> dict[str, dict[tuple[tuple[str, str], ...], Any]]:

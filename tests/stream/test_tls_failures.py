@@ -29,6 +29,7 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
+from tests.support import run_async as run
 
 trustme = pytest.importorskip("trustme")
 
@@ -42,10 +43,6 @@ class Idle(ControlPlane):
     async def handle(self, session: ControlSession) -> None:
         async for _ in session:
             pass
-
-
-def run(main: Any) -> None:
-    asyncio.run(asyncio.wait_for(main(), 90))
 
 
 def server_tls(ca: Any, *, expired: bool = False, mutual: bool = True) -> ServerTLS:

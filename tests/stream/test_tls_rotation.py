@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
+from tests.support import run_async as run
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -41,10 +41,6 @@ class Adopting(ControlPlane):
         async for value in session:
             if isinstance(value, Registration):
                 await session.send(Ack(value.node.id, 0, "adopted"))
-
-
-def run(main: Any) -> None:
-    asyncio.run(asyncio.wait_for(main(), 90))
 
 
 def replace(path: Path, pem: bytes) -> None:
