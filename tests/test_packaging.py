@@ -61,7 +61,14 @@ def _runtime_requirements() -> list[Requirement]:
 
 def test_every_runtime_requirement_is_a_floor_and_grpclib_is_an_extra() -> None:
     requirements = {r.name: r for r in _runtime_requirements()}
-    assert set(requirements) == {"betterproto2", "grpcio", "attrs", "cattrs", "protobuf"}
+    assert set(requirements) == {
+        "betterproto2",
+        "grpcio",
+        "grpcio-health-checking",
+        "attrs",
+        "cattrs",
+        "protobuf",
+    }
     for requirement in requirements.values():
         operators = sorted(s.operator for s in requirement.specifier)
         assert operators in (([">="], ["<", ">="])), requirement

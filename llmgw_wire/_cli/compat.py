@@ -106,12 +106,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _load(value: str, *, allow_git: bool, proto_root: Path | None) -> tuple[Any, str, Path | None]:
     """A schema named on the command line, how to print it, and its proto root if a folder."""
     from llmgw_wire import compat
-    from llmgw_wire.compat import _sources
+    from llmgw_wire.compat import from_git_input, parse_git_input
 
     if value.startswith("git:") and allow_git:
         return compat.from_git(value.removeprefix("git:"), proto_root or "proto"), value, None
-    if allow_git and _sources.parse_git_input(value) is not None:
-        return _sources.from_git_input(value, _subdir(value, proto_root)), value, None
+    if allow_git and parse_git_input(value) is not None:
+        return from_git_input(value, _subdir(value, proto_root)), value, None
     path = Path(value)
     if path.is_dir():
         root = compat.find_proto_root(path)
@@ -169,7 +169,7 @@ def _config(args: argparse.Namespace, root: Path | None) -> Config | None:
 
 def _select(findings: list[Finding], root: Path | None, args: argparse.Namespace) -> list[Finding]:
     """The findings that --path and --exclude-path keep, as buf's options of those names."""
-    from llmgw_wire.compat._config import _under
+    from llmgw_wire.compat import path_under
 
     def names(finding: Finding) -> tuple[str, ...]:
         shown = (root / finding.path).as_posix() if root is not None else finding.path
@@ -182,8 +182,8 @@ def _select(findings: list[Finding], root: Path | None, args: argparse.Namespace
     return [
         f
         for f in findings
-        if (not keep or any(_under(name, keep) for name in names(f)))
-        and not any(_under(name, drop) for name in names(f))
+        if (not keep or any(path_under(name, keep) for name in names(f)))
+        and not any(path_under(name, drop) for name in names(f))
     ]
 
 
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
     rules = ", ".join(config.use) if config is not None and config.use else category
     count = f"{len(findings)} breaking change{'' if len(findings) == 1 else 's'}"
     verdict = count if findings else "compatible"
-    from llmgw_wire.compat._model import escape_text
+    from llmgw_wire.compat import escape_text
 
     shown_source, shown_against = escape_text(source), escape_text(against)
     print(f"compat: {shown_source} against {shown_against} ({rules}): {verdict}", file=sys.stderr)
@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _one_line(message: str) -> str:
     """An error as one line: its lines joined, control characters escaped."""
-    from llmgw_wire.compat._model import escape_text
+    from llmgw_wire.compat import escape_text
 
     text = ""
     for line in filter(None, (line.strip() for line in message.splitlines())):

@@ -38,7 +38,7 @@ from llmgw_wire.codec import DEFAULT_MAX_SIZE, decode
 from llmgw_wire.codec.envelope import UnknownMember, envelope_codec
 from llmgw_wire.codec.json import make_json_converter
 from llmgw_wire.codec.schema import CLASSES
-from llmgw_wire.compat._files import read_at_most
+from llmgw_wire.compat import read_at_most
 from llmgw_wire.domain import Registration, ShardCommand
 from llmgw_wire.errors import DecodeError, EncodeError, shown
 from llmgw_wire.mapping import ENVELOPES, PAIRS_WITH_MESSAGE, is_secret

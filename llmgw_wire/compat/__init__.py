@@ -24,10 +24,11 @@ the command line's side).
 from __future__ import annotations
 
 from llmgw_wire.compat._check import check
-from llmgw_wire.compat._config import Config, find_config, load_config
+from llmgw_wire.compat._config import Config, find_config, load_config, path_under
 from llmgw_wire.compat._deviations import Deviation, deviations
+from llmgw_wire.compat._files import read_at_most
 from llmgw_wire.compat._formats import FORMATS, render
-from llmgw_wire.compat._model import CompatError, Finding
+from llmgw_wire.compat._model import CompatError, Finding, escape_text
 from llmgw_wire.compat._rules import CATEGORIES, RULES
 from llmgw_wire.compat._sources import (
     baseline,
@@ -35,6 +36,8 @@ from llmgw_wire.compat._sources import (
     compile_protos,
     find_proto_root,
     from_git,
+    from_git_input,
+    parse_git_input,
     read_descriptor_set,
 )
 
@@ -51,10 +54,15 @@ __all__ = [
     "check",
     "compile_protos",
     "deviations",
+    "escape_text",
     "find_config",
     "find_proto_root",
     "from_git",
+    "from_git_input",
     "load_config",
+    "parse_git_input",
+    "path_under",
+    "read_at_most",
     "read_descriptor_set",
     "render",
 ]

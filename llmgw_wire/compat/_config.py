@@ -88,7 +88,8 @@ def _expand(names: tuple[str, ...], where: str) -> set[str]:
     return rules
 
 
-def _under(path: str, prefixes: tuple[str, ...]) -> bool:
+def path_under(path: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether `path` is one of `prefixes` or inside one, as buf matches paths ("." is all)."""
     return any(
         prefix in (".", "") or path == prefix or path.startswith(prefix.rstrip("/") + "/")
         for prefix in prefixes
@@ -132,10 +133,10 @@ class Config:
 
     def ignores(self, finding: Finding) -> bool:
         """Whether `finding` is accepted by `ignore` or `ignore_only`."""
-        if _under(finding.path, self.ignore):
+        if path_under(finding.path, self.ignore):
             return True
         return any(
-            finding.rule in _expand((name,), "ignore_only") and _under(finding.path, paths)
+            finding.rule in _expand((name,), "ignore_only") and path_under(finding.path, paths)
             for name, paths in self.ignore_only.items()
         )
 
