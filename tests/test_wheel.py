@@ -102,9 +102,10 @@ def test_the_wheel_installs_and_runs_in_a_fresh_environment(dist: Path, tmp_path
         capture_output=True,
     )
     assert [p.name for p in (tmp_path / "picked").iterdir()] == [wheel.name]
-    # Every module, the extras' included.
+    # Every module, the extras' included, and pytest for the pytest plugin
+    # (which only pytest loads).
     subprocess.run(
-        [python, "-m", "pip", "install", "--quiet", f"{wheel}[testing,grpclib]"],
+        [python, "-m", "pip", "install", "--quiet", f"{wheel}[testing,grpclib]", "pytest"],
         check=True,
         capture_output=True,
     )
