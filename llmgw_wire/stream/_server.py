@@ -299,7 +299,7 @@ class Server:
         self._metrics.agents(1)
         logger.info("%s connected", session)
         handler: asyncio.Task[None] | None = None
-        timer: asyncio.Task[None] | None = None
+        timer: asyncio.TimerHandle | None = None
         try:
             refusal = await self._authorized(session)
             if refusal is not None:
@@ -308,13 +308,16 @@ class Server:
                 return
             session.start_reading()
             if self._registration_timeout is not None:
-                timer = loop.create_task(self._registration_timer(session, end))
+                # A timer, not a task: nothing runs unless the deadline passes.
+                timer = loop.call_later(
+                    self._registration_timeout, self._registration_late, session, end
+                )
             handler = loop.create_task(self.plane.handle(session))
             await asyncio.wait((handler, ending), return_when=asyncio.FIRST_COMPLETED)
             _set_status(context, await self._outcome(session, handler, ending))
         except asyncio.CancelledError:
             # The agent's call was cancelled, or its connection lost: no alarm.
-            call.lost.set()
+            call.mark_lost()
             logger.info("stream with %s lost: the call was cancelled", session)
             if handler is not None and not handler.done():
                 handler.cancel()
@@ -389,16 +392,16 @@ class Server:
         logger.error("handling %s failed", session, exc_info=error)
         return StreamError(FAILED_TO_SERVE, code="INTERNAL")
 
-    async def _registration_timer(
+    def _registration_late(
         self, session: ControlSession, end: Callable[[StreamError], None]
     ) -> None:
+        """The registration deadline has passed: end the call unless the agent registered."""
+        if session.registered.is_set():
+            return
         timeout = self._registration_timeout
-        try:
-            await asyncio.wait_for(session.registered.wait(), timeout)
-        except asyncio.TimeoutError:
-            logger.warning("%s sent no registration within %g s", session, timeout)
-            self._metrics.refused("timeout")
-            end(RegistrationTimeout(f"no registration within {timeout:g} s"))
+        logger.warning("%s sent no registration within %g s", session, timeout)
+        self._metrics.refused("timeout")
+        end(RegistrationTimeout(f"no registration within {timeout:g} s"))
 
 
 def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError | None) -> None:
@@ -423,23 +426,42 @@ class _ServerCall:
 
     def __init__(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         self._context = context
-        #: Set when grpc cancels the call: the agent cancelled it, or its connection was lost.
-        self.lost = asyncio.Event()
+        #: Whether grpc cancelled the call: the agent cancelled it, or its connection was lost.
+        self.lost = False
+        # The wait of `read` for an end to be explained, while there is one.
+        self._settling: asyncio.Future[None] | None = None
+
+    def mark_lost(self) -> None:
+        """Say that grpc cancelled the call (`Server._serve` learns it first)."""
+        self.lost = True
+        if self._settling is not None and not self._settling.done():
+            self._settling.set_result(None)
 
     async def read(self) -> bytes | None:
         data = await self._context.read()
         if data is grpc.aio.EOF:
             # grpc.aio reads a cancelled call and a half-closed one alike as
             # EOF, and makes the cancellation known only later, by cancelling
-            # the call's task (`Server._serve` then sets `lost`); that can come
-            # many loop turns after the EOF. The end counts as the agent's
-            # half-close only once it has stayed unexplained for a while.
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.lost.wait(), HALF_CLOSE_SETTLE)
-            if self.lost.is_set() or self._context.cancelled():
+            # the call's task (`Server._serve` then calls `mark_lost`); that
+            # can come many loop turns after the EOF. The end counts as the
+            # agent's half-close only once it has stayed unexplained for a while.
+            if not self.lost:
+                await self._settle()
+            if self.lost or self._context.cancelled():
                 raise PeerUnavailable(LOST)
             return None
         return data  # type: ignore[no-any-return]
+
+    async def _settle(self) -> None:
+        """Wait `HALF_CLOSE_SETTLE` seconds, or until the call is lost (a timer, no task)."""
+        loop = asyncio.get_running_loop()
+        settling = self._settling = loop.create_future()
+        timer = loop.call_later(HALF_CLOSE_SETTLE, _set_done, settling)
+        try:
+            await settling
+        finally:
+            timer.cancel()
+            self._settling = None
 
     async def write(self, data: bytes) -> None:
         try:
@@ -453,6 +475,11 @@ class _ServerCall:
             if gone or self._context.code() == grpc.StatusCode.UNAVAILABLE:
                 raise PeerUnavailable(f"the call is over: {type(exc).__name__}") from exc
             raise
+
+
+def _set_done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def server_options(
