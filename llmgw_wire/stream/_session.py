@@ -312,6 +312,19 @@ class _Session(Generic[S, R]):
         self._inbox.append(item)
         self._wake()
 
+    def _decode_here(self, data: bytes) -> object:
+        """Decode `data` on the loop (small enough), after the refusals that come first."""
+        self._check_decodable(data)
+        return self._decode_only(data)
+
+    def _check_decodable(self, data: bytes) -> None:
+        refusal = self._not_decoded(data)  # on the loop: it may end the call
+        if refusal is not None:
+            raise refusal
+
+    def _decode_only(self, data: bytes) -> object:
+        return self._inbound.decode(data, max_size=self._max_size, max_items=self._max_items)
+
     def __aiter__(self) -> AsyncIterator[R]:
         return self
 
@@ -321,19 +334,12 @@ class _Session(Generic[S, R]):
             raise StopAsyncIteration
         return value
 
-    async def _decode(self, data: bytes) -> object:
-        refusal = self._not_decoded(data)
-        if refusal is not None:
-            raise refusal
-        decode: Callable[[], object] = lambda: self._inbound.decode(  # noqa: E731
-            data, max_size=self._max_size, max_items=self._max_items
-        )
-        if len(data) > _DECODE_OFF_LOOP_ABOVE:
-            # A few at a time: more threads only fight over the GIL, and each
-            # holds a large message's objects at once.
-            async with _off_loop_decodes():
-                return await asyncio.to_thread(decode)
-        return decode()
+    async def _decode_off_loop(self, data: bytes) -> object:
+        self._check_decodable(data)
+        # A few at a time: more threads only fight over the GIL, and each
+        # holds a large message's objects at once.
+        async with _off_loop_decodes():
+            return await asyncio.to_thread(self._decode_only, data)
 
     def _not_decoded(self, data: bytes) -> DecodeError | None:
         """Why `data` is refused without decoding it (a bad message), or None."""
@@ -349,7 +355,12 @@ class _Session(Generic[S, R]):
                     await self._inbound_ended()
                     break
                 try:
-                    value = await self._decode(data)
+                    # Small messages (all but a few) without a coroutine of their own.
+                    value = (
+                        self._decode_here(data)
+                        if len(data) <= _DECODE_OFF_LOOP_ABOVE
+                        else await self._decode_off_loop(data)
+                    )
                 except DecodeError as exc:
                     self._metrics.refused(refusal_of(exc))
                     if self._on_bad_message == "end":
@@ -364,10 +375,14 @@ class _Session(Generic[S, R]):
                     continue
                 if self._metrics is not NO_METRICS:  # free without a meter provider
                     self._metrics.message("received", self._inbound.member_of(value))
-                accepted = await self._accept(value)  # type: ignore[arg-type]
+                accepted = self._accept(value)  # type: ignore[arg-type]
                 if accepted is None:
                     continue
-                await self._deliver(accepted)
+                if len(self._inbox) < _READ_AHEAD:  # room: no coroutine of its own
+                    self._inbox.append(accepted)
+                    self._wake()
+                else:
+                    await self._deliver(accepted)
         except asyncio.CancelledError:
             self._log_held_back()
             raise
@@ -404,7 +419,7 @@ class _Session(Generic[S, R]):
         self._warned.add(skipped.reason)
         logger.log(level, "skipped a %s from %s: %s", skipped.envelope, self, skipped.reason)
 
-    async def _accept(self, value: R) -> R | None:
+    def _accept(self, value: R) -> R | None:
         """The value to hand over for `value` (None: nothing); may end the call."""
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("received %s from %s", type(value).__name__, self)
@@ -633,7 +648,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
         if self._end_call is not None:
             self._end_call(error)
 
-    async def _accept(self, value: FromAgent) -> FromAgent | None:
+    def _accept(self, value: FromAgent) -> FromAgent | None:
         refusal = self._refusal(value)
         if refusal is not None:
             reason = "identity" if refusal.code is StatusCode.PERMISSION_DENIED else "protocol"
@@ -644,7 +659,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
             if not self.registered.is_set():
                 self._metrics.registration(StreamMetrics.now() - self._started)
             self.registered.set()
-        return await super()._accept(value)
+        return super()._accept(value)
 
     def _refusal(self, value: FromAgent) -> StreamError | None:
         """Why `value` must not reach `handle` (the call ends with it), or None."""
