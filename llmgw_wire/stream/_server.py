@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import errno
 import logging
 from typing import TYPE_CHECKING, Any, Final
@@ -14,7 +13,7 @@ import grpc.aio
 from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
-from llmgw_wire.errors import DecodeError, PeerUnavailable, RegistrationTimeout, StreamError
+from llmgw_wire.errors import PeerUnavailable, RegistrationTimeout, StreamError
 from llmgw_wire.stream._health import HEALTH_SERVICE, Health
 from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._metrics import StreamMetrics, metrics_for
@@ -284,10 +283,14 @@ class Server:
     async def _serve(self, _requests: object, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         loop = asyncio.get_running_loop()
         ending: asyncio.Future[StreamError] = loop.create_future()
+        # `handle` runs in this task, grpc's own for the call: no task of its
+        # own. Something that ends the call cancels it here, under the send lock.
+        serving = _Handling(asyncio.current_task())
 
         def end(error: StreamError) -> None:
             if not ending.done():
                 ending.set_result(error)
+                serving.stop(session)
 
         call = _ServerCall(context)
         session = self._session(context, call, end)
@@ -298,8 +301,7 @@ class Server:
         self._enders.add(end)
         self._metrics.agents(1)
         logger.info("%s connected", session)
-        handler: asyncio.Task[None] | None = None
-        timer: asyncio.Task[None] | None = None
+        timer: asyncio.TimerHandle | None = None
         try:
             refusal = await self._authorized(session)
             if refusal is not None:
@@ -308,18 +310,16 @@ class Server:
                 return
             session.start_reading()
             if self._registration_timeout is not None:
-                timer = loop.create_task(self._registration_timer(session, end))
-            handler = loop.create_task(self.plane.handle(session))
-            await asyncio.wait((handler, ending), return_when=asyncio.FIRST_COMPLETED)
-            _set_status(context, await self._outcome(session, handler, ending))
+                # A timer, not a task: nothing runs unless the deadline passes.
+                timer = loop.call_later(
+                    self._registration_timeout, self._registration_late, session, end
+                )
+            error = await serving.run(self.plane.handle, session, ending)
+            _set_status(context, self._outcome(session, error, ending))
         except asyncio.CancelledError:
             # The agent's call was cancelled, or its connection lost: no alarm.
-            call.lost.set()
+            call.mark_lost()
             logger.info("stream with %s lost: the call was cancelled", session)
-            if handler is not None and not handler.done():
-                handler.cancel()
-                with contextlib.suppress(BaseException):
-                    await handler
             raise
         finally:
             self._metrics.agents(-1)
@@ -366,39 +366,85 @@ class Server:
         return True
 
     @staticmethod
-    async def _outcome(
-        session: ControlSession, handler: asyncio.Task[None], ending: asyncio.Future[StreamError]
+    def _outcome(
+        session: ControlSession, error: BaseException | None, ending: asyncio.Future[StreamError]
     ) -> StreamError | None:
-        """How the call ends: None for OK, else the error whose status it ends with."""
-        if not handler.done():
-            # Never in the middle of a send: what was sent, arrives whole.
-            async with session._send_lock:
-                handler.cancel()
-            with contextlib.suppress(BaseException):
-                await handler
+        """How the call ends: None for OK, else the error whose status it ends with.
+
+        `error` is what `handle` raised (None: it returned); once something
+        has ended the call, that wins.
+        """
+        if ending.done():
             return ending.result()
-        error = handler.exception()
         if error is None:
             logger.info("call with %s ended: OK", session)
             return None
         if isinstance(error, StreamError):
             logger.info("call with %s ended: %s", session, error)
             return error
-        if isinstance(error, DecodeError) and ending.done():
-            return ending.result()
         logger.error("handling %s failed", session, exc_info=error)
         return StreamError(FAILED_TO_SERVE, code="INTERNAL")
 
-    async def _registration_timer(
+    def _registration_late(
         self, session: ControlSession, end: Callable[[StreamError], None]
     ) -> None:
+        """The registration deadline has passed: end the call unless the agent registered."""
+        if session.registered.is_set():
+            return
         timeout = self._registration_timeout
+        logger.warning("%s sent no registration within %g s", session, timeout)
+        self._metrics.refused("timeout")
+        end(RegistrationTimeout(f"no registration within {timeout:g} s"))
+
+
+class _Handling:
+    """`handle` run in the call's own task, and its cancellation when something ends the call."""
+
+    __slots__ = ("_cancelled", "_stopper", "_task", "running")
+
+    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+        self._task = task
+        self.running = False
+        # Whether the cancellation came from here (not from grpc: the agent lost).
+        self._cancelled = False
+        self._stopper: asyncio.Task[None] | None = None
+
+    async def run(
+        self,
+        handle: Callable[[ControlSession], Awaitable[None]],
+        session: ControlSession,
+        ending: asyncio.Future[StreamError],
+    ) -> BaseException | None:
+        """Run `handle(session)` unless the call has ended; what it raised, or None."""
+        if ending.done():
+            return None
+        self.running = True
         try:
-            await asyncio.wait_for(session.registered.wait(), timeout)
-        except asyncio.TimeoutError:
-            logger.warning("%s sent no registration within %g s", session, timeout)
-            self._metrics.refused("timeout")
-            end(RegistrationTimeout(f"no registration within {timeout:g} s"))
+            await handle(session)
+        except asyncio.CancelledError:
+            if not self._cancelled or not self._uncancel():
+                raise  # grpc's: the agent is gone
+        except Exception as exc:  # the status says so; the caller logs it
+            return exc
+        finally:
+            self.running = False
+        return None
+
+    def _uncancel(self) -> bool:
+        """Take back this cancellation; False if another one (grpc's) is pending too."""
+        uncancel = getattr(self._task, "uncancel", None)  # Python 3.11+
+        return uncancel is None or uncancel() == 0
+
+    def stop(self, session: ControlSession) -> None:
+        """Cancel `handle`, never in the middle of a send: what was sent arrives whole."""
+        if self.running and self._stopper is None:
+            self._stopper = asyncio.get_running_loop().create_task(self._stop(session))
+
+    async def _stop(self, session: ControlSession) -> None:
+        async with session._send_lock:
+            if self.running and self._task is not None:
+                self._cancelled = True
+                self._task.cancel()
 
 
 def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError | None) -> None:
@@ -423,23 +469,42 @@ class _ServerCall:
 
     def __init__(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         self._context = context
-        #: Set when grpc cancels the call: the agent cancelled it, or its connection was lost.
-        self.lost = asyncio.Event()
+        #: Whether grpc cancelled the call: the agent cancelled it, or its connection was lost.
+        self.lost = False
+        # The wait of `read` for an end to be explained, while there is one.
+        self._settling: asyncio.Future[None] | None = None
+
+    def mark_lost(self) -> None:
+        """Say that grpc cancelled the call (`Server._serve` learns it first)."""
+        self.lost = True
+        if self._settling is not None and not self._settling.done():
+            self._settling.set_result(None)
 
     async def read(self) -> bytes | None:
         data = await self._context.read()
         if data is grpc.aio.EOF:
             # grpc.aio reads a cancelled call and a half-closed one alike as
             # EOF, and makes the cancellation known only later, by cancelling
-            # the call's task (`Server._serve` then sets `lost`); that can come
-            # many loop turns after the EOF. The end counts as the agent's
-            # half-close only once it has stayed unexplained for a while.
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.lost.wait(), HALF_CLOSE_SETTLE)
-            if self.lost.is_set() or self._context.cancelled():
+            # the call's task (`Server._serve` then calls `mark_lost`); that
+            # can come many loop turns after the EOF. The end counts as the
+            # agent's half-close only once it has stayed unexplained for a while.
+            if not self.lost:
+                await self._settle()
+            if self.lost or self._context.cancelled():
                 raise PeerUnavailable(LOST)
             return None
         return data  # type: ignore[no-any-return]
+
+    async def _settle(self) -> None:
+        """Wait `HALF_CLOSE_SETTLE` seconds, or until the call is lost (a timer, no task)."""
+        loop = asyncio.get_running_loop()
+        settling = self._settling = loop.create_future()
+        timer = loop.call_later(HALF_CLOSE_SETTLE, _set_done, settling)
+        try:
+            await settling
+        finally:
+            timer.cancel()
+            self._settling = None
 
     async def write(self, data: bytes) -> None:
         try:
@@ -453,6 +518,11 @@ class _ServerCall:
             if gone or self._context.code() == grpc.StatusCode.UNAVAILABLE:
                 raise PeerUnavailable(f"the call is over: {type(exc).__name__}") from exc
             raise
+
+
+def _set_done(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def server_options(

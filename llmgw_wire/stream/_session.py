@@ -4,12 +4,14 @@ A session encodes what it sends and decodes what it reads itself
 (`llmgw_wire.codec.envelope`), so that an `EncodeError` reaches the caller of
 `send` and a bad message is seen for what it is; the transport below moves
 bytes only. Reading runs in a task of the session's own: a `recv` that times
-out loses nothing and leaves the call open.
+out loses nothing and leaves the call open. A `recv` waits on a plain future
+with a timer, never a task of its own (see docs/internals/stream-tasks.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import weakref
@@ -132,6 +134,12 @@ class Call(Protocol):
         """
 
 
+def _expire(waiter: asyncio.Future[None]) -> None:
+    """A `recv`'s timer: its wait is over, with nothing for it."""
+    if not waiter.done():
+        waiter.set_exception(asyncio.TimeoutError())
+
+
 class _End:
     """The end of what a peer sends: cleanly (`error` None) or not."""
 
@@ -167,7 +175,12 @@ class _Session(Generic[S, R]):
         self._on_bad_message = on_bad_message
         self._max_size = max_message_size
         self._max_items = max_items
-        self._inbox: asyncio.Queue[R | _End] = asyncio.Queue(maxsize=_READ_AHEAD)
+        # What the reader has read and `recv` not yet taken; the end stays last.
+        self._inbox: collections.deque[R | _End] = collections.deque()
+        # The `recv` calls waiting for the inbox, first come first woken.
+        self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
+        # The reader's wait for room in a full inbox.
+        self._room: asyncio.Future[None] | None = None
         self._end: _End | None = None
         self._reader: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
@@ -205,8 +218,10 @@ class _Session(Generic[S, R]):
             )
         async with self._send_lock:
             await self._write(data)
-        self._metrics.message("sent", self._outbound.member_of(value))
-        logger.debug("sent %s to %s", type(value).__name__, self)
+        if self._metrics is not NO_METRICS:  # free without a meter provider
+            self._metrics.message("sent", self._outbound.member_of(value))
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("sent %s to %s", type(value).__name__, self)
 
     async def _write(self, data: bytes) -> None:
         await self._call.write(data)
@@ -235,16 +250,80 @@ class _Session(Generic[S, R]):
             DecodeError: the peer sent a bad message and the policy is "end".
         """
         if self._end is None:
-            self.start_reading()
-            item = await asyncio.wait_for(self._inbox.get(), timeout)
+            if not self._inbox:
+                self.start_reading()
+                await self._arrival(timeout)
+            item = self._inbox[0]
             if not isinstance(item, _End):
+                self._inbox.popleft()
+                room = self._room
+                if room is not None and not room.done():
+                    room.set_result(None)
                 return item
-            # Left for any other task waiting in `recv`.
-            self._inbox.put_nowait(item)
+            # Left in the inbox, and the next task waiting in `recv` woken to see it.
             self._end = item
+            self._wake()
         if self._end.error is not None:
             raise self._end.error
         return None
+
+    async def _arrival(self, timeout: float | None) -> None:
+        """Wait until the inbox holds something (a value or the end), at most `timeout` s."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._getters.append(waiter)
+        # A timer on a future, not `wait_for`: no task per `recv`; and nothing
+        # is taken from the inbox before the wait is over, so a timeout loses nothing.
+        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
+        try:
+            while not self._inbox:
+                await waiter
+                if not self._inbox:  # woken, but another `recv` took it first
+                    waiter = loop.create_future()
+                    self._getters.appendleft(waiter)
+                    if timer is not None:
+                        timer.cancel()
+                        timer = loop.call_at(timer.when(), _expire, waiter)
+        except BaseException:
+            with contextlib.suppress(ValueError):
+                self._getters.remove(waiter)
+            if self._inbox:  # woken, then cancelled or timed out: the next one takes it
+                self._wake()
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _wake(self) -> None:
+        """Wake the first `recv` still waiting: the inbox holds something."""
+        getters = self._getters
+        while getters:
+            waiter = getters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def _deliver(self, item: R | _End) -> None:
+        """Put `item` in the inbox, once there is room (the end always fits)."""
+        if not isinstance(item, _End):
+            while len(self._inbox) >= _READ_AHEAD:
+                self._room = asyncio.get_running_loop().create_future()
+                await self._room
+        self._inbox.append(item)
+        self._wake()
+
+    def _decode_here(self, data: bytes) -> object:
+        """Decode `data` on the loop (small enough), after the refusals that come first."""
+        self._check_decodable(data)
+        return self._decode_only(data)
+
+    def _check_decodable(self, data: bytes) -> None:
+        refusal = self._not_decoded(data)  # on the loop: it may end the call
+        if refusal is not None:
+            raise refusal
+
+    def _decode_only(self, data: bytes) -> object:
+        return self._inbound.decode(data, max_size=self._max_size, max_items=self._max_items)
 
     def __aiter__(self) -> AsyncIterator[R]:
         return self
@@ -255,19 +334,12 @@ class _Session(Generic[S, R]):
             raise StopAsyncIteration
         return value
 
-    async def _decode(self, data: bytes) -> object:
-        refusal = self._not_decoded(data)
-        if refusal is not None:
-            raise refusal
-        decode: Callable[[], object] = lambda: self._inbound.decode(  # noqa: E731
-            data, max_size=self._max_size, max_items=self._max_items
-        )
-        if len(data) > _DECODE_OFF_LOOP_ABOVE:
-            # A few at a time: more threads only fight over the GIL, and each
-            # holds a large message's objects at once.
-            async with _off_loop_decodes():
-                return await asyncio.to_thread(decode)
-        return decode()
+    async def _decode_off_loop(self, data: bytes) -> object:
+        self._check_decodable(data)
+        # A few at a time: more threads only fight over the GIL, and each
+        # holds a large message's objects at once.
+        async with _off_loop_decodes():
+            return await asyncio.to_thread(self._decode_only, data)
 
     def _not_decoded(self, data: bytes) -> DecodeError | None:
         """Why `data` is refused without decoding it (a bad message), or None."""
@@ -283,7 +355,12 @@ class _Session(Generic[S, R]):
                     await self._inbound_ended()
                     break
                 try:
-                    value = await self._decode(data)
+                    # Small messages (all but a few) without a coroutine of their own.
+                    value = (
+                        self._decode_here(data)
+                        if len(data) <= _DECODE_OFF_LOOP_ABOVE
+                        else await self._decode_off_loop(data)
+                    )
                 except DecodeError as exc:
                     self._metrics.refused(refusal_of(exc))
                     if self._on_bad_message == "end":
@@ -296,11 +373,16 @@ class _Session(Generic[S, R]):
                 if isinstance(value, UnknownMember):
                     self._skipped(value)
                     continue
-                self._metrics.message("received", self._inbound.member_of(value))
-                accepted = await self._accept(value)  # type: ignore[arg-type]
+                if self._metrics is not NO_METRICS:  # free without a meter provider
+                    self._metrics.message("received", self._inbound.member_of(value))
+                accepted = self._accept(value)  # type: ignore[arg-type]
                 if accepted is None:
                     continue
-                await self._inbox.put(accepted)
+                if len(self._inbox) < _READ_AHEAD:  # room: no coroutine of its own
+                    self._inbox.append(accepted)
+                    self._wake()
+                else:
+                    await self._deliver(accepted)
         except asyncio.CancelledError:
             self._log_held_back()
             raise
@@ -311,7 +393,7 @@ class _Session(Generic[S, R]):
             error = exc
             logger.warning("stream with %s failed: %s: %s", self, type(exc).__name__, exc)
         self._log_held_back()
-        await self._inbox.put(_End(error))
+        await self._deliver(_End(error))
 
     def _log_bad_message(self, error: DecodeError) -> None:
         # One line, the error's own text, never a traceback; and a flood of
@@ -337,9 +419,10 @@ class _Session(Generic[S, R]):
         self._warned.add(skipped.reason)
         logger.log(level, "skipped a %s from %s: %s", skipped.envelope, self, skipped.reason)
 
-    async def _accept(self, value: R) -> R | None:
+    def _accept(self, value: R) -> R | None:
         """The value to hand over for `value` (None: nothing); may end the call."""
-        logger.debug("received %s from %s", type(value).__name__, self)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("received %s from %s", type(value).__name__, self)
         self.received += 1
         return value
 
@@ -565,7 +648,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
         if self._end_call is not None:
             self._end_call(error)
 
-    async def _accept(self, value: FromAgent) -> FromAgent | None:
+    def _accept(self, value: FromAgent) -> FromAgent | None:
         refusal = self._refusal(value)
         if refusal is not None:
             reason = "identity" if refusal.code is StatusCode.PERMISSION_DENIED else "protocol"
@@ -576,7 +659,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
             if not self.registered.is_set():
                 self._metrics.registration(StreamMetrics.now() - self._started)
             self.registered.set()
-        return await super()._accept(value)
+        return super()._accept(value)
 
     def _refusal(self, value: FromAgent) -> StreamError | None:
         """Why `value` must not reach `handle` (the call ends with it), or None."""
