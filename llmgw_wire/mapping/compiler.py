@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import inspect
 import linecache
 import re
+import types
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -305,8 +307,10 @@ class _Namespace:
             "_leader_addr": rules.leader_addr,
             "_leader_endpoint": leader_endpoint,
             "_str_map": _str_map,
+            "_new": object.__new__,
         }
         self._consts: dict[int, str] = {}
+        self._setters: dict[tuple[type, str], str] = {}
 
     def const(self, value: object) -> str:
         key = id(value)
@@ -315,6 +319,20 @@ class _Namespace:
             self.globals[name] = value
             self._consts[key] = name
         return self._consts[key]
+
+    def named(self, name: str, value: object) -> str:
+        """A global of the generated module named after `name`, holding `value`."""
+        name = self._unused(name)
+        self.globals[name] = value
+        return name
+
+    def setter(self, domain: type, attr: str) -> str:
+        """The global that sets `attr` on a new `domain` value: its slot's `__set__`."""
+        key = (domain, attr)
+        if key not in self._setters:
+            slot = inspect.getattr_static(domain, attr)
+            self._setters[key] = self.named(f"_set_{domain.__name__}_{attr}", slot.__set__)
+        return self._setters[key]
 
     def _unused(self, name: str) -> str:
         if name not in self.globals:
@@ -332,9 +350,33 @@ def _const_name(value: object) -> str:
         return prefix + value.__name__
     if isinstance(value, enum.Enum):
         return f"_{type(value).__name__}_{value.name}"
+    if isinstance(value, types.FunctionType):
+        return "_" + value.__name__.lstrip("_")
     if value in ("", 0, False, ()) and type(value) in (str, int, bool, tuple):
         return f"_zero_{type(value).__name__}"
     return f"_{type(value).__name__}_value"
+
+
+def _settable(domain: type) -> bool:
+    """Whether a `domain` value built slot by slot is the value `domain(...)` builds.
+
+    So for a slotted attrs class whose `__init__` only converts and sets: no
+    validators, no hooks around `__init__`, no cached hash, every attribute
+    set by `__init__` and held in a slot of its own.
+    """
+    if not attrs.has(domain) or "__slots__" not in vars(domain):
+        return False
+    if any(hasattr(domain, hook) for hook in ("__attrs_pre_init__", "__attrs_post_init__")):
+        return False
+    if any(slot.startswith("_attrs_cached_hash") for slot in vars(domain)["__slots__"]):
+        return False
+    return all(
+        f.init
+        and f.validator is None
+        and f.on_setattr in (None, attrs.setters.NO_OP)
+        and isinstance(inspect.getattr_static(domain, f.name), types.MemberDescriptorType)
+        for f in attrs.fields(domain)
+    )
 
 
 def _positional(domain: type, attributes: list[str]) -> bool:
@@ -368,19 +410,39 @@ class StructureGen:
     def repeated(self, wire: str) -> str:
         return self.backend.repeated(self, wire)
 
+    def converted(self, domain: type, attr: str, expr: str) -> str:
+        """`expr` as attrs' `__init__` stores it: through the attribute's converter, if any."""
+        converter: Any = attrs.fields_dict(domain)[attr].converter
+        if converter is None or (converter is tuple and expr.startswith("tuple(")):
+            return expr
+        if not callable(converter):
+            raise NotImplementedError(f"{domain.__name__}.{attr}: a converter that is not callable")
+        return f"{self.ns.const(converter)}({expr})"
+
     def str_map(self, wire: str) -> str:
         return self.backend.str_map(self, wire)
 
     def function(self, domain: type) -> str:
         pair = self.ns.pairs[domain]
         exprs = [(rule.attr, rule.structure_expr(self)) for rule in pair.rules]
+        params = "".join(f", {p}=''" for p in self.params)
+        cls = self.const(domain)
+        head = f"def s_{domain.__name__}(m{params}):\n"
+        if _positional(domain, [attr for attr, _ in exprs]) and _settable(domain):
+            # What attrs' `__init__` does for a frozen slotted class with no
+            # validators, unrolled: each slot set through its descriptor (no
+            # `object.__setattr__` lookup by name), each converter applied
+            # unless the expression already gives its result.
+            sets = "".join(
+                f"\n    {self.ns.setter(domain, attr)}(o, {self.converted(domain, attr, expr)})"
+                for attr, expr in exprs
+            )
+            return f"{head}    o = _new({cls}){sets}\n    return o\n"
         if _positional(domain, [attr for attr, _ in exprs]):
             body = "".join(f"\n        {expr},  # {attr}" for attr, expr in exprs)
         else:
             body = "".join(f"\n        {attr}={expr}," for attr, expr in exprs)
-        params = "".join(f", {p}=''" for p in self.params)
-        cls = self.const(domain)
-        return f"def s_{domain.__name__}(m{params}):\n    return {cls}({body}\n    )\n"
+        return f"{head}    return {cls}({body}\n    )\n"
 
 
 class UnstructureGen:
