@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from google.protobuf.message import DecodeError as _PbDecodeError
 
 from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, serializer
-from llmgw_wire.codec.cattrs_converter import betterproto2_classes, not_top_level
+from llmgw_wire.codec.classes import betterproto2_classes, not_top_level
 from llmgw_wire.codec.diagnose import diagnose
 from llmgw_wire.codec.from_upb import build
 from llmgw_wire.codec.limits import (
