@@ -80,7 +80,7 @@ def test_the_quick_count_is_the_count(value: Registration, tail: bytes) -> None:
             message.ParseFromString(data)
         except PbDecodeError:
             return
-        assert _QUICK_COUNTS[type(message)](message) == item_count(message)
+        assert _QUICK_COUNTS[type(message)](message, 0) == item_count(message)
 
 
 @given(lst.registrations(max_gpus=3, max_shards=2), st.binary(max_size=40))
@@ -93,7 +93,13 @@ def test_the_skeleton_count_is_the_count(value: Registration, tail: bytes) -> No
     except PbDecodeError:
         return
     skeleton.ParseFromString(data)
-    assert item_count(skeleton) == item_count(message)
+    count = item_count(message)
+    assert item_count(skeleton) == count
+    quick = _QUICK_COUNTS[type(skeleton)]
+    assert quick(skeleton, count) == count
+    for budget in range(count):
+        # Over the budget or not, as the walk says; the words are then the walk's.
+        assert quick(skeleton, budget) > budget
 
 
 def test_an_element_upb_cannot_read_in_a_large_input_is_a_decode_error() -> None:
