@@ -28,11 +28,12 @@ import inspect
 import linecache
 import re
 import types
+import typing
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from llmgw_wire.domain import State
+from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.domain.reconciler import leader_endpoint
 from llmgw_wire.mapping import rules
 from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
@@ -280,13 +281,19 @@ def _fill_repeated(wire: str, expr: str) -> list[str]:
     return [f"if {expr}:", f"    m.{wire}.extend({expr})"]
 
 
-def _str_map(container: Any) -> dict[str, str]:
+# One empty map for every empty map decoded: fewer objects per node.
+_NO_MAP = FrozenMap()
+
+
+def _str_map(container: Any) -> FrozenMap:
+    if not container:
+        return _NO_MAP
     if hasattr(container, "add"):
         # A map read as its entries (how `decode` parses maps, so that an
         # entry with an unknown field keeps its key, as Go's runtime does):
         # a later entry for the same key wins.
-        return {entry.key: entry.value for entry in container}
-    return {key: container[key] for key in container}
+        return FrozenMap._owning({entry.key: entry.value for entry in container})
+    return FrozenMap._owning({key: container[key] for key in container})
 
 
 class _Namespace:
@@ -379,6 +386,21 @@ def _settable(domain: type) -> bool:
     )
 
 
+# What an expression of the structure functions gives, by how it begins.
+_GIVES = {"tuple(": tuple, "_str_map(": FrozenMap}
+
+
+def _gives(expr: str) -> type | None:
+    return next((cls for start, cls in _GIVES.items() if expr.startswith(start)), None)
+
+
+def _result(converter: Callable[..., Any]) -> object:
+    """The type a converter returns: a class's own, a function's annotation."""
+    if isinstance(converter, type):
+        return converter
+    return typing.get_type_hints(converter).get("return")
+
+
 def _positional(domain: type, attributes: list[str]) -> bool:
     """Whether `domain(...)` takes `attributes` positionally, in this order."""
     fields = [f for f in attrs.fields(domain) if f.init]
@@ -413,7 +435,8 @@ class StructureGen:
     def converted(self, domain: type, attr: str, expr: str) -> str:
         """`expr` as attrs' `__init__` stores it: through the attribute's converter, if any."""
         converter: Any = attrs.fields_dict(domain)[attr].converter
-        if converter is None or (converter is tuple and expr.startswith("tuple(")):
+        if converter is None or _gives(expr) is _result(converter):
+            # The domain's converters return a value of their result type as it is.
             return expr
         if not callable(converter):
             raise NotImplementedError(f"{domain.__name__}.{attr}: a converter that is not callable")
