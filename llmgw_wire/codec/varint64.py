@@ -66,6 +66,8 @@ def suspect(data: bytes) -> bool:
     number's ten bytes end in 0x01, and pass); chunked, overlapping by nine
     bytes, so that the copy stays small.
     """
+    if len(data) <= _CHUNK:
+        return _SUSPECT in data.translate(_CLASS)
     return any(
         _SUSPECT in data[start : start + _CHUNK + 9].translate(_CLASS)
         for start in range(0, len(data), _CHUNK)

@@ -451,21 +451,52 @@ class StructureGen:
         params = "".join(f", {p}=''" for p in self.params)
         cls = self.const(domain)
         head = f"def s_{domain.__name__}(m{params}):\n"
-        if _positional(domain, [attr for attr, _ in exprs]) and _settable(domain):
-            # What attrs' `__init__` does for a frozen slotted class with no
-            # validators, unrolled: each slot set through its descriptor (no
-            # `object.__setattr__` lookup by name), each converter applied
-            # unless the expression already gives its result.
-            sets = "".join(
-                f"\n    {self.ns.setter(domain, attr)}(o, {self.converted(domain, attr, expr)})"
-                for attr, expr in exprs
-            )
-            return f"{head}    o = _new({cls}){sets}\n    return o\n"
+        built = self.built(domain, "o", "    ")
+        if built is not None:
+            return head + "".join(f"{line}\n" for line in built) + "    return o\n"
         if _positional(domain, [attr for attr, _ in exprs]):
             body = "".join(f"\n        {expr},  # {attr}" for attr, expr in exprs)
         else:
             body = "".join(f"\n        {attr}={expr}," for attr, expr in exprs)
         return f"{head}    return {cls}({body}\n    )\n"
+
+    def built(self, domain: type, var: str, indent: str) -> list[str] | None:
+        """Statements that build a `domain` value from `m` into `var`, slot by slot; None if not.
+
+        What attrs' `__init__` does for a frozen slotted class with no
+        validators, unrolled: each slot set through its descriptor (no
+        `object.__setattr__` lookup by name), each converter applied unless
+        the expression already gives its result. A value embedded in the same
+        message (a GPU's health) is built inline, with no call of its own.
+        """
+        rules_ = self.ns.pairs[domain].rules
+        params = list(self.params)
+        exprs = [rule.structure_expr(self) for rule in rules_]
+        # The function's own parameters are already declared (`function` read
+        # its rules first); an embedded value that takes some of its own is
+        # built by its own function.
+        takes_own = self.params != params and var != "o"
+        self.params[:] = params
+        if takes_own:
+            return None
+        if not (_positional(domain, [rule.attr for rule in rules_]) and _settable(domain)):
+            return None
+        lines = [f"{indent}{var} = _new({self.const(domain)})"]
+        for rule, expr in zip(rules_, exprs, strict=True):
+            value = expr
+            if isinstance(rule, rules.Embedded):
+                local = f"_{var}_{rule.attr}"
+                inner = self.built(rule.domain, local, indent + ("    " if rule.present_if else ""))
+                if inner is not None:
+                    value = local
+                    if rule.present_if:
+                        lines.append(f"{indent}if {self.m}.{rule.present_if}:")
+                        lines += [*inner, f"{indent}else:", f"{indent}    {local} = None"]
+                    else:
+                        lines += inner
+            setter = self.ns.setter(domain, rule.attr)
+            lines.append(f"{indent}{setter}({var}, {self.converted(domain, rule.attr, value)})")
+        return lines
 
 
 class UnstructureGen:
