@@ -268,8 +268,9 @@ def _skeleton_count_source(descriptor: Any) -> str | None:
     ):
         return None
     own = " + ".join(f"len(m.{name})" for name in plan.repeated) or "0"
+    # `map` is lazy: one element parsed at a time, counted, then dropped.
     terms = [
-        f"sum([{_quick_name(element)}(_parse_{_quick_name(element)}(b)) for b in m.{name}])"
+        f"sum(map({_quick_name(element)}, map(_parse_{_quick_name(element)}, m.{name})))"
         for name, element in plan.nested
     ]
     terms += [
