@@ -13,7 +13,14 @@ import attrs
 from llmgw_wire.domain import AdoptedShard, Compute, Registration, ShardCommand, ShardReport, State
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
-__all__ = ["command", "registration", "registration_for", "registration_negative", "report"]
+__all__ = [
+    "command",
+    "registration",
+    "registration_for",
+    "registration_negative",
+    "registration_with_gpus",
+    "report",
+]
 
 
 def _with_compute(shard: AdoptedShard) -> AdoptedShard:
@@ -50,6 +57,19 @@ def registration_negative() -> Registration:
     """
     reg = registration()
     gpus = tuple(attrs.evolve(gpu, numa_node=-1) for gpu in reg.node.gpus)
+    return Registration(attrs.evolve(reg.node, gpus=gpus), reg.shards)
+
+
+def registration_with_gpus(count: int) -> Registration:
+    """The registration with `count` GPUs: the sample's eight, repeated, each its own index."""
+    reg = registration()
+    sample = reg.node.gpus
+    gpus = tuple(
+        attrs.evolve(
+            sample[n % len(sample)], index=n, uuid=f"GPU-{n:08d}-0000-0000-0000-000000000000"
+        )
+        for n in range(count)
+    )
     return Registration(attrs.evolve(reg.node, gpus=gpus), reg.shards)
 
 

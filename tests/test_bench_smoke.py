@@ -71,6 +71,9 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
     } | {
         ("AgentMessage(register)", "bytes -> domain"),
         ("Register (numa_node -1)", "bytes -> domain"),
+        ("Register (1 GPU)", "bytes -> domain"),
+        ("Register (64 GPUs)", "bytes -> domain"),
+        ("Register (512 GPUs)", "bytes -> domain"),
         ("ControlMessage(start_shard)", "domain -> bytes"),
     }
     for result in report["results"]:
@@ -82,7 +85,7 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
     for tools in report["compat"]["median_s"].values():
         assert tools["llmgw-wire compat"] > 0
     assert 3000 < report["sizes"]["Register"] < 4000
-    assert len(report["targets"]) == 16
+    assert len(report["targets"]) == 19
     assert all(isinstance(target["met"], bool) for target in report["targets"])
 
 

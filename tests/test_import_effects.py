@@ -42,3 +42,33 @@ def test_importing_the_stream_and_the_codec_leaves_the_process_as_it_was() -> No
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("unchanged ")
+
+
+_CODEC_ONLY = """
+import sys
+from llmgw_wire import decode, encode, Registration, v1
+from llmgw_wire.testing.sample import sample_registration
+
+value = sample_registration()
+assert decode(encode(value), Registration) == value
+assert decode(encode(value), v1.Register).node_id == value.node.id
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def test_decoding_and_encoding_import_no_cattrs_grpc_or_grpclib() -> None:
+    """The converter is built on first use; bytes go through upb alone."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", _CODEC_ONLY],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    # `-X importtime` writes one line per module imported: "import time: self | cumulative | name".
+    imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line]
+    assert "llmgw_wire.codec.binary" in imported
+    for modules in (imported, done.stdout.split()):
+        heavy = [m for m in modules if m.split(".")[0] in ("cattrs", "grpc", "grpclib")]
+        assert heavy == [], heavy

@@ -14,9 +14,17 @@ first value the wire cannot carry, `DecodeError` with the message type and
 what was wrong.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from llmgw_wire.codec.binary import decode, encode
-from llmgw_wire.codec.cattrs_converter import converter, make_converter, wire_class
+from llmgw_wire.codec.classes import wire_class
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
+
+if TYPE_CHECKING:
+    from llmgw_wire.codec.cattrs_converter import converter, make_converter
 
 __all__ = [
     "DEFAULT_MAX_ITEMS",
@@ -27,3 +35,16 @@ __all__ = [
     "make_converter",
     "wire_class",
 ]
+
+# The converter is built on first use: `decode` and `encode` need no cattrs.
+_LAZY = {"converter", "make_converter"}
+
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which see the import above instead.
+
+    def __getattr__(name: str) -> Any:
+        if name not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module("llmgw_wire.codec.cattrs_converter"), name)
+        globals()[name] = value  # later lookups skip this function
+        return value

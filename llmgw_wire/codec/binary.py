@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from google.protobuf.message import DecodeError as _PbDecodeError
 
 from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, serializer
-from llmgw_wire.codec.cattrs_converter import betterproto2_classes, not_top_level
+from llmgw_wire.codec.classes import betterproto2_classes, not_top_level
 from llmgw_wire.codec.diagnose import diagnose
 from llmgw_wire.codec.from_upb import build
 from llmgw_wire.codec.limits import (
@@ -111,7 +111,8 @@ def parse(
     # input, so an input of at most its budget in bytes cannot be over it.
     counted = len(raw) > item_budget(len(raw), max_items)
     if counted and len(raw) > COUNT_FIRST_ABOVE:
-        check_items(_parse_as(SKELETONS[name], raw, name), name, max_items, len(raw))
+        # The skeleton's count is the parsed message's: once done, not again.
+        counted = not _counted_first(raw, name, max_items)
     message = _parse_as(DECODE_CLASSES[name], raw, name)
     if counted:
         check_items(message, name, max_items, len(raw))
@@ -119,6 +120,21 @@ def parse(
     if problem is not None:
         raise DecodeError(name, problem.reason, problem.path)
     return message
+
+
+def _counted_first(raw: bytes, name: str, max_items: int) -> bool:
+    """Count the elements of `raw` on a skeleton, before the real parse; False if it could not.
+
+    The skeleton reads repeated messages as bytes and parses them one by one
+    as it counts; one that upb cannot read is left to the real parse, which
+    refuses it and says where.
+    """
+    skeleton = _parse_as(SKELETONS[name], raw, name)
+    try:
+        check_items(skeleton, name, max_items, len(raw))
+    except _PbDecodeError:
+        return False
+    return True
 
 
 def _parse_as(message_class: type[Message], raw: bytes, name: str) -> Any:

@@ -10,12 +10,12 @@ messages the domain cannot hold raise `DecodeError`.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import cattrs
 
-from llmgw_wire._gen.message_pool import default_message_pool
 from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure
+from llmgw_wire.codec.classes import betterproto2_classes, not_top_level, top_level, wire_class
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE, STATE_NUMBERS, pair_for
 from llmgw_wire.mapping.compiler import Betterproto2, Compiled, compile_backend
@@ -23,7 +23,6 @@ from llmgw_wire.mapping.compiler import Betterproto2, Compiled, compile_backend
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    import betterproto2
 
 __all__ = [
     "betterproto2_classes",
@@ -38,13 +37,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-
-@cache
-def betterproto2_classes() -> dict[str, type]:
-    """The betterproto2 class of every message of the schema, by full proto name."""
-    prefix = "type.googleapis.com/"
-    return {url.removeprefix(prefix): cls for url, cls in default_message_pool.url_to_type.items()}
 
 
 @cache
@@ -123,28 +115,3 @@ def unstructure_with_context(value: object, **wire: object) -> Any:
     (`leader_addr`), where the domain holds it for rank 0 only, in its endpoint.
     """
     return _hooks()[1][type(value)](value, **wire)
-
-
-def wire_class(domain: type) -> type[betterproto2.Message]:
-    """The `llmgw_wire.v1` class of the wire message that carries the domain model `domain`.
-
-    Raises:
-        TypeError: `domain` is not a domain model with a wire message of its own.
-    """
-    return betterproto2_classes()[top_level(domain)]
-
-
-def top_level(domain: type) -> str:
-    """The proto name of the message that carries `domain`; `TypeError` for any other type."""
-    try:
-        pair = pair_for(domain)
-    except KeyError:
-        pair = None
-    if pair is None or pair.embedded:
-        not_top_level(domain)
-    return pair.wire
-
-
-def not_top_level(domain: type) -> NoReturn:
-    """Raise the `TypeError` for a type that is not a domain model with a message of its own."""
-    raise TypeError(f"{domain!r} is not a domain model carried by a wire message of its own")

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf.descriptor import FieldDescriptor
 
 from llmgw_wire.codec._guard import serializer
-from llmgw_wire.codec.cattrs_converter import betterproto2_classes
+from llmgw_wire.codec.classes import betterproto2_classes
 from llmgw_wire.mapping.compiler import exec_generated
 
 if TYPE_CHECKING:

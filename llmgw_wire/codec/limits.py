@@ -10,12 +10,16 @@ before the real parse of a large input and before any domain value is built.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import message_factory
 
-from llmgw_wire.codec.schema import CLASSES, SKELETONS
+from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
 from llmgw_wire.errors import DecodeError
+from llmgw_wire.mapping.compiler import exec_generated
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "BYTES_PER_ITEM",
@@ -167,6 +171,9 @@ def check_items(message: Any, name: str, max_items: int, size: int | None = None
     `item_budget(size, max_items)`.
     """
     budget = max_items if size is None else item_budget(size, max_items)
+    quick = _QUICK_COUNTS.get(type(message))
+    if quick is not None and quick(message, budget) <= budget:
+        return
     items, complete = _count(message, budget)
     if items <= budget:
         return
@@ -206,3 +213,106 @@ _SKELETON_BY_NAME: dict[str, Any] = {
     d.full_name: message_factory.GetMessageClass(d)
     for d in _all_descriptors(cls.DESCRIPTOR for cls in SKELETONS.values())
 }
+
+
+def _quick_count_source(descriptor: Any) -> str:
+    """`n_<Message>(m)`: the elements of a parsed (not skeleton) message, unrolled.
+
+    What `_count` does with its plan, as one expression per message type, so
+    that a message under its budget (every message `decode` accepts) is
+    counted at the cost of a `len` per repeated field; the early stop and
+    the words of a refusal stay `_count`'s.
+    """
+    plan = _PLANS[descriptor.full_name]
+    terms = [f"len(m.{name})" for name in plan.repeated]
+    terms += [f"sum(map({_quick_name(element)}, m.{name}))" for name, element in plan.nested]
+    terms += [
+        f"({_quick_name(descriptor.fields_by_name[name].message_type.full_name)}(m.{name})"
+        f" if m.HasField({name!r}) else 0)"
+        for name in plan.singular
+    ]
+    return f"def {_quick_name(descriptor.full_name)}(m):\n    return {' + '.join(terms) or '0'}\n"
+
+
+def _quick_name(full_name: str) -> str:
+    return "n_" + full_name.replace(".", "_")
+
+
+def _recursive(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+    if descriptor.full_name in seen:
+        return True
+    inner = seen | {descriptor.full_name}
+    return any(
+        f.message_type is not None and _recursive(f.message_type, inner) for f in descriptor.fields
+    )
+
+
+def _flat(full_name: str) -> bool:
+    """Whether a message's elements are all counted by `len`, no element looked into."""
+    plan = _PLANS[full_name]
+    fields = _DESCRIPTORS[full_name].fields_by_name
+    return not plan.nested and all(_flat(fields[n].message_type.full_name) for n in plan.singular)
+
+
+def _skeleton_count_source(descriptor: Any) -> str | None:
+    """`k_<Message>(m, budget)`: the elements of a skeleton, each element parsed in turn.
+
+    Only for a message whose elements hold no elements of their own to look
+    into (a registration's GPUs, say), so that the elements parsed are at
+    most its own, counted first: past the budget, no element is parsed.
+    """
+    plan = _PLANS[descriptor.full_name]
+    fields = descriptor.fields_by_name
+    if not all(_flat(element) for _, element in plan.nested) or not all(
+        _flat(fields[name].message_type.full_name) for name in plan.singular
+    ):
+        return None
+    own = " + ".join(f"len(m.{name})" for name in plan.repeated) or "0"
+    # `map` is lazy: one element parsed at a time, counted, then dropped.
+    terms = [
+        f"sum(map({_quick_name(element)}, map(_parse_{_quick_name(element)}, m.{name})))"
+        for name, element in plan.nested
+    ]
+    terms += [
+        f"({_quick_name(fields[name].message_type.full_name)}(m.{name})"
+        f" if m.HasField({name!r}) else 0)"
+        for name in plan.singular
+    ]
+    rest = " + ".join(terms) or "0"
+    name = "k_" + _quick_name(descriptor.full_name)
+    return (
+        f"def {name}(m, budget):\n    n = {own}\n"
+        f"    if n > budget:\n        return n\n    return n + {rest}\n"
+    )
+
+
+def _quick_counts() -> dict[type, Callable[[Any, int], int]]:
+    """By parsed message class (`CLASSES`, `DECODE_CLASSES`, `SKELETONS`): its unrolled count."""
+    if any(_recursive(d) for d in _REAL):
+        return {}  # a message that holds itself: `_count` alone, with its stop
+    namespace: dict[str, Any] = {
+        f"_parse_{_quick_name(name)}": cls.FromString for name, cls in _SKELETON_BY_NAME.items()
+    }
+    sources = {f"<llmgw_wire generated count {d.full_name}>": _quick_count_source(d) for d in _REAL}
+    for name, cls in SKELETONS.items():
+        source = _skeleton_count_source(cls.DESCRIPTOR)
+        if source is not None:
+            sources[f"<llmgw_wire generated skeleton count {name}>"] = source
+    exec_generated(sources, namespace)
+    out: dict[type, Callable[[Any, int], int]] = {}
+    for name, cls in SKELETONS.items():
+        if f"k_{_quick_name(name)}" in namespace:
+            out[cls] = namespace[f"k_{_quick_name(name)}"]
+    for classes in (CLASSES, DECODE_CLASSES):
+        for name, cls in classes.items():
+            out[cls] = _ignoring_budget(namespace[_quick_name(name)])
+    return out
+
+
+def _ignoring_budget(count: Callable[[Any], int]) -> Callable[[Any, int], int]:
+    # A parsed message is counted whole: upb has already spent what it holds.
+    return lambda message, _budget: count(message)
+
+
+_DESCRIPTORS = {d.full_name: d for d in _REAL}
+_QUICK_COUNTS = _quick_counts()

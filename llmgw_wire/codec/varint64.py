@@ -1,10 +1,11 @@
 """Varints of more than 64 bits in bytes upb accepted: the hot check of `decode`.
 
 upb drops the bits past the 64th of a ten-byte varint, where Go's runtime
-refuses the message. A regular expression rules such a varint out at C speed,
-and a walk over the bytes (on the reader of `llmgw_wire.codec.reader`)
-decides only for bytes with a suspect run; once it finds one, the explainer
-(`llmgw_wire.codec.diagnose`) names its field.
+refuses the message. A translation of every byte to its class, and a search,
+rule such a varint out at C speed, negative numbers included; a regular
+expression, then a walk over the bytes (on the reader of
+`llmgw_wire.codec.reader`), decide only for bytes with a suspect run; once
+it finds one, the explainer (`llmgw_wire.codec.diagnose`) names its field.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from llmgw_wire.codec.reader import (
 if TYPE_CHECKING:
     from google.protobuf.descriptor import Descriptor
 
-__all__ = ["WALK_STEPS", "over_64_bits"]
+__all__ = ["WALK_STEPS", "over_64_bits", "suspect"]
 
 #: The most fields `over_64_bits` looks at one by one (sub-messages, groups,
 #: packed runs, long strings; runs of small fields cost none): at most about
@@ -45,21 +46,30 @@ WALK_STEPS = 150_000
 # bytes without one have none. A run inside a string is possible (three CJK
 # characters, then ASCII); then the walk decides.
 _OVER_64_BITS = re.compile(rb"(?<![\x80-\xff])[\x80-\xff]{9}[\x02-\x7f]")
-# Each byte as 1 when its high bit is set, else 0; and nine such in a row.
-_HIGH_BIT = bytes(1 if byte & 0x80 else 0 for byte in range(256))
-_NINE_HIGH = b"\x01" * 9
+# Each byte as its class: 1 with its high bit set (a continuation byte), 2 for
+# a last byte that carries bits past the 64th in a tenth place (0x02-0x7f),
+# 0 for the others (0x00 and 0x01). Nine continuation bytes and such a last
+# byte in a row is what every varint over 64 bits looks like, and negative
+# numbers (nine continuation bytes, then 0x01) do not.
+_CLASS = bytes(1 if byte & 0x80 else 2 if byte > 1 else 0 for byte in range(256))
+_SUSPECT = b"\x01" * 9 + b"\x02"
 _CHUNK = 64 * 1024
 
 
-def _nine_high_bytes(data: bytes) -> bool:
-    """Whether nine bytes in a row have the high bit set, as a varint of over 64 bits needs.
+def suspect(data: bytes) -> bool:
+    """Whether `data` may hold a varint over 64 bits: False rules it out, at C speed.
 
-    `bytes.translate` and `in` run at C speed, much faster than the regular
-    expression, which then runs only on the rare input that passes; chunked,
-    overlapping by eight bytes, so that the copy stays small.
+    True for nine bytes with their high bit set followed by one of 0x02-0x7f,
+    the shape of every varint over 64 bits (and of some strings); the
+    regular expression and the walk then decide. `bytes.translate` and `in`
+    run at C speed over every byte, whatever the input holds (a negative
+    number's ten bytes end in 0x01, and pass); chunked, overlapping by nine
+    bytes, so that the copy stays small.
     """
+    if len(data) <= _CHUNK:
+        return _SUSPECT in data.translate(_CLASS)
     return any(
-        _NINE_HIGH in data[start : start + _CHUNK + 8].translate(_HIGH_BIT)
+        _SUSPECT in data[start : start + _CHUNK + 9].translate(_CLASS)
         for start in range(0, len(data), _CHUNK)
     )
 
@@ -191,21 +201,22 @@ def over_64_bits(data: bytes, descriptor: Descriptor) -> Problem | None:
     """A varint of more than 64 bits in bytes upb accepted, or None if there is none.
 
     upb drops the bits past the 64th of a ten-byte varint; Go's runtime (and
-    the protobuf specification) refuses such a varint. A regular expression
-    rules out nearly every message at C speed; bytes with a suspect run are
-    walked, with runs of fields that need no look inside skipped by another
-    regular expression, so that Python looks only at sub-messages, groups,
-    packed runs and long strings.
+    the protobuf specification) refuses such a varint. `suspect` rules out
+    nearly every message at C speed (a negative number's ten bytes included);
+    bytes with a suspect run are checked by a regular expression and walked,
+    with runs of fields that need no look inside skipped by another regular
+    expression, so that Python looks only at sub-messages, groups, packed
+    runs and long strings.
     """
-    if not _nine_high_bytes(data) or _OVER_64_BITS.search(data) is None:
+    if not suspect(data) or _OVER_64_BITS.search(data) is None:
         return None
     try:
         at, _ = _walk_64(data, 0, len(data), descriptor, [WALK_STEPS])
     except Cut as cut:
         # Refused rather than accepted unchecked: accepting would risk
         # dropping the bits of a varint that Go's runtime refuses.
-        suspect = _OVER_64_BITS.search(data)
-        where = suspect.start() if suspect else cut.offset
+        first = _OVER_64_BITS.search(data)
+        where = first.start() if first else cut.offset
         return Problem(
             cut.offset,
             f"the bytes at offset {where} may be a varint of more than 64 bits (which Go's "

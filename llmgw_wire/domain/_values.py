@@ -31,6 +31,18 @@ class FrozenMap(Mapping[str, str]):
         self._items: dict[str, str] = dict(items)
         self._hash: int | None = None
 
+    @classmethod
+    def _owning(cls, items: dict[str, str]) -> FrozenMap:
+        """A map that holds `items` itself, not a copy: for a dict no one else holds.
+
+        The codec builds each map's dict fresh from the wire; copying it again
+        would only cost time.
+        """
+        new = object.__new__(cls)
+        new._items = items
+        new._hash = None
+        return new
+
     def __getitem__(self, key: str) -> str:
         return self._items[key]
 

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import inspect
 import linecache
 import re
+import types
+import typing
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from llmgw_wire.domain import State
+from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.domain.reconciler import leader_endpoint
 from llmgw_wire.mapping import rules
 from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
@@ -278,13 +281,19 @@ def _fill_repeated(wire: str, expr: str) -> list[str]:
     return [f"if {expr}:", f"    m.{wire}.extend({expr})"]
 
 
-def _str_map(container: Any) -> dict[str, str]:
+# One empty map for every empty map decoded: fewer objects per node.
+_NO_MAP = FrozenMap()
+
+
+def _str_map(container: Any) -> FrozenMap:
+    if not container:
+        return _NO_MAP
     if hasattr(container, "add"):
         # A map read as its entries (how `decode` parses maps, so that an
         # entry with an unknown field keeps its key, as Go's runtime does):
         # a later entry for the same key wins.
-        return {entry.key: entry.value for entry in container}
-    return {key: container[key] for key in container}
+        return FrozenMap._owning({entry.key: entry.value for entry in container})
+    return FrozenMap._owning({key: container[key] for key in container})
 
 
 class _Namespace:
@@ -305,8 +314,10 @@ class _Namespace:
             "_leader_addr": rules.leader_addr,
             "_leader_endpoint": leader_endpoint,
             "_str_map": _str_map,
+            "_new": object.__new__,
         }
         self._consts: dict[int, str] = {}
+        self._setters: dict[tuple[type, str], str] = {}
 
     def const(self, value: object) -> str:
         key = id(value)
@@ -315,6 +326,20 @@ class _Namespace:
             self.globals[name] = value
             self._consts[key] = name
         return self._consts[key]
+
+    def named(self, name: str, value: object) -> str:
+        """A global of the generated module named after `name`, holding `value`."""
+        name = self._unused(name)
+        self.globals[name] = value
+        return name
+
+    def setter(self, domain: type, attr: str) -> str:
+        """The global that sets `attr` on a new `domain` value: its slot's `__set__`."""
+        key = (domain, attr)
+        if key not in self._setters:
+            slot = inspect.getattr_static(domain, attr)
+            self._setters[key] = self.named(f"_set_{domain.__name__}_{attr}", slot.__set__)
+        return self._setters[key]
 
     def _unused(self, name: str) -> str:
         if name not in self.globals:
@@ -332,9 +357,48 @@ def _const_name(value: object) -> str:
         return prefix + value.__name__
     if isinstance(value, enum.Enum):
         return f"_{type(value).__name__}_{value.name}"
+    if isinstance(value, types.FunctionType):
+        return "_" + value.__name__.lstrip("_")
     if value in ("", 0, False, ()) and type(value) in (str, int, bool, tuple):
         return f"_zero_{type(value).__name__}"
     return f"_{type(value).__name__}_value"
+
+
+def _settable(domain: type) -> bool:
+    """Whether a `domain` value built slot by slot is the value `domain(...)` builds.
+
+    So for a slotted attrs class whose `__init__` only converts and sets: no
+    validators, no hooks around `__init__`, no cached hash, every attribute
+    set by `__init__` and held in a slot of its own.
+    """
+    if not attrs.has(domain) or "__slots__" not in vars(domain):
+        return False
+    if any(hasattr(domain, hook) for hook in ("__attrs_pre_init__", "__attrs_post_init__")):
+        return False
+    if any(slot.startswith("_attrs_cached_hash") for slot in vars(domain)["__slots__"]):
+        return False
+    return all(
+        f.init
+        and f.validator is None
+        and f.on_setattr in (None, attrs.setters.NO_OP)
+        and isinstance(inspect.getattr_static(domain, f.name), types.MemberDescriptorType)
+        for f in attrs.fields(domain)
+    )
+
+
+# What an expression of the structure functions gives, by how it begins.
+_GIVES = {"tuple(": tuple, "_str_map(": FrozenMap}
+
+
+def _gives(expr: str) -> type | None:
+    return next((cls for start, cls in _GIVES.items() if expr.startswith(start)), None)
+
+
+def _result(converter: Callable[..., Any]) -> object:
+    """The type a converter returns: a class's own, a function's annotation."""
+    if isinstance(converter, type):
+        return converter
+    return typing.get_type_hints(converter).get("return")
 
 
 def _positional(domain: type, attributes: list[str]) -> bool:
@@ -368,19 +432,71 @@ class StructureGen:
     def repeated(self, wire: str) -> str:
         return self.backend.repeated(self, wire)
 
+    def converted(self, domain: type, attr: str, expr: str) -> str:
+        """`expr` as attrs' `__init__` stores it: through the attribute's converter, if any."""
+        converter: Any = attrs.fields_dict(domain)[attr].converter
+        if converter is None or _gives(expr) is _result(converter):
+            # The domain's converters return a value of their result type as it is.
+            return expr
+        if not callable(converter):
+            raise NotImplementedError(f"{domain.__name__}.{attr}: a converter that is not callable")
+        return f"{self.ns.const(converter)}({expr})"
+
     def str_map(self, wire: str) -> str:
         return self.backend.str_map(self, wire)
 
     def function(self, domain: type) -> str:
         pair = self.ns.pairs[domain]
         exprs = [(rule.attr, rule.structure_expr(self)) for rule in pair.rules]
+        params = "".join(f", {p}=''" for p in self.params)
+        cls = self.const(domain)
+        head = f"def s_{domain.__name__}(m{params}):\n"
+        built = self.built(domain, "o", "    ")
+        if built is not None:
+            return head + "".join(f"{line}\n" for line in built) + "    return o\n"
         if _positional(domain, [attr for attr, _ in exprs]):
             body = "".join(f"\n        {expr},  # {attr}" for attr, expr in exprs)
         else:
             body = "".join(f"\n        {attr}={expr}," for attr, expr in exprs)
-        params = "".join(f", {p}=''" for p in self.params)
-        cls = self.const(domain)
-        return f"def s_{domain.__name__}(m{params}):\n    return {cls}({body}\n    )\n"
+        return f"{head}    return {cls}({body}\n    )\n"
+
+    def built(self, domain: type, var: str, indent: str) -> list[str] | None:
+        """Statements that build a `domain` value from `m` into `var`, slot by slot; None if not.
+
+        What attrs' `__init__` does for a frozen slotted class with no
+        validators, unrolled: each slot set through its descriptor (no
+        `object.__setattr__` lookup by name), each converter applied unless
+        the expression already gives its result. A value embedded in the same
+        message (a GPU's health) is built inline, with no call of its own.
+        """
+        rules_ = self.ns.pairs[domain].rules
+        params = list(self.params)
+        exprs = [rule.structure_expr(self) for rule in rules_]
+        # The function's own parameters are already declared (`function` read
+        # its rules first); an embedded value that takes some of its own is
+        # built by its own function.
+        takes_own = self.params != params and var != "o"
+        self.params[:] = params
+        if takes_own:
+            return None
+        if not (_positional(domain, [rule.attr for rule in rules_]) and _settable(domain)):
+            return None
+        lines = [f"{indent}{var} = _new({self.const(domain)})"]
+        for rule, expr in zip(rules_, exprs, strict=True):
+            value = expr
+            if isinstance(rule, rules.Embedded):
+                local = f"_{var}_{rule.attr}"
+                inner = self.built(rule.domain, local, indent + ("    " if rule.present_if else ""))
+                if inner is not None:
+                    value = local
+                    if rule.present_if:
+                        lines.append(f"{indent}if {self.m}.{rule.present_if}:")
+                        lines += [*inner, f"{indent}else:", f"{indent}    {local} = None"]
+                    else:
+                        lines += inner
+            setter = self.ns.setter(domain, rule.attr)
+            lines.append(f"{indent}{setter}({var}, {self.converted(domain, rule.attr, value)})")
+        return lines
 
 
 class UnstructureGen:

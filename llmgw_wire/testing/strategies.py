@@ -44,7 +44,7 @@ import attrs
 from hypothesis import strategies as st
 
 from llmgw_wire.codec import converter, encode, wire_class
-from llmgw_wire.codec.cattrs_converter import betterproto2_classes
+from llmgw_wire.codec.classes import betterproto2_classes
 from llmgw_wire.domain import (
     GPU,
     IMEX,

@@ -18,7 +18,8 @@ values cannot reach:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import pickle
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -42,7 +43,7 @@ from llmgw_wire.codec import wire_class
 from llmgw_wire.codec._guard import reaches_map as _reaches_map
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
-from llmgw_wire.mapping.compiler import _positional
+from llmgw_wire.mapping.compiler import _positional, _settable
 from llmgw_wire.mapping.rules import Embedded, Message, Messages, Repeated, Scalar
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
@@ -273,6 +274,85 @@ def test_domain_values_are_built_positionally_only_when_the_order_is_theirs() ->
     assert _positional(Plain, ["a", "b"])
     assert not _positional(Plain, ["b", "a"])
     assert not _positional(KeywordOnly, ["a"])
+
+
+# --- values built slot by slot -----------------------------------------------------------
+
+
+def _rebuilt(value: Any) -> Any:
+    """`value` built again through attrs' own `__init__`, all the way down."""
+    if isinstance(value, tuple):
+        return tuple(_rebuilt(item) for item in value)
+    if not attrs.has(type(value)):
+        return value
+    fields = attrs.fields(type(value))
+    return type(value)(*(_rebuilt(getattr(value, f.name)) for f in fields))
+
+
+def _every_value(value: Any) -> Iterator[Any]:
+    yield value
+    if isinstance(value, tuple):
+        for item in value:
+            yield from _every_value(item)
+    elif attrs.has(type(value)):
+        for f in attrs.fields(type(value)):
+            yield from _every_value(getattr(value, f.name))
+
+
+@pytest.mark.parametrize("model", MODELS, ids=ids)
+@given(data=st.data())
+def test_decoded_values_are_those_attrs_builds(model: type, data: Any) -> None:
+    """The structure functions set slots directly: nothing may tell their values apart."""
+    value = data.draw(lst.domain_values(model))
+    both: tuple[Any, Any] = (
+        decode(encode(value), model),
+        converter.structure(converter.unstructure(value), model),
+    )
+    for decoded in both:
+        built = _rebuilt(decoded)
+        assert decoded == built
+        assert built == decoded
+        assert hash(decoded) == hash(built)
+        assert repr(decoded) == repr(built)
+        assert attrs.evolve(decoded) == built
+        assert pickle.loads(pickle.dumps(decoded)) == built
+        for part, same in zip(_every_value(decoded), _every_value(built), strict=True):
+            assert type(part) is type(same)
+            if attrs.has(type(part)):
+                # Every slot set, none left empty: reading each attribute works.
+                assert attrs.asdict(part, recurse=False) == attrs.asdict(same, recurse=False)
+
+
+def test_only_plain_attrs_classes_are_built_slot_by_slot() -> None:
+    """A validator, a hook or a cached hash keeps attrs' own `__init__`."""
+
+    @attrs.frozen
+    class Plain:
+        a: int = 0
+
+    @attrs.frozen
+    class Validated:
+        a: int = attrs.field(default=0, validator=attrs.validators.instance_of(int))
+
+    @attrs.frozen
+    class Hooked:
+        a: int = 0
+
+        def __attrs_post_init__(self) -> None:
+            pass
+
+    @attrs.frozen(cache_hash=True)
+    class CachedHash:
+        a: int = 0
+
+    @attrs.define(frozen=True, slots=False)
+    class NoSlots:
+        a: int = 0
+
+    assert _settable(Plain)
+    for cls in (Validated, Hooked, CachedHash, NoSlots):
+        assert not _settable(cls), cls
+    assert all(_settable(model) for model in MODELS)
 
 
 # --- hostile bytes ---------------------------------------------------------------------

@@ -1,0 +1,113 @@
+"""The quick checks of `decode` against the exact ones they stand in for.
+
+`suspect` decides, for every input, whether the exact check for varints over
+64 bits (a regular expression, then a walk) runs at all: it must never say
+False where the exact check could find something, and it must let negative
+numbers through. The unrolled element count must be the count.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+import pytest
+from google.protobuf.message import DecodeError as PbDecodeError
+from hypothesis import given
+from hypothesis import strategies as st
+
+from llmgw_wire import DecodeError, Registration, decode, encode
+from llmgw_wire.codec.limits import _QUICK_COUNTS, COUNT_FIRST_ABOVE, item_count
+from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
+from llmgw_wire.codec.varint64 import _OVER_64_BITS, over_64_bits, suspect
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire.testing.sample import sample_registration
+from tests.support import ld
+
+REGISTER = CLASSES["llmgw.v1.Register"]
+# The shape `suspect` looks for, spelled the slow way: the reference here.
+_SHAPE = re.compile(rb"[\x80-\xff]{9}[\x02-\x7f]")
+
+# Bytes that matter to the check, and how often the adversarial draws use them.
+_EDGES = st.sampled_from([0x00, 0x01, 0x02, 0x7F, 0x80, 0x81, 0xFE, 0xFF])
+
+
+@st.composite
+def _adversarial(draw: st.DrawFn) -> bytes:
+    """Runs of high bytes of every length near nine, each ended by an edge byte."""
+    out = bytearray(draw(st.binary(max_size=20)))
+    for _ in range(draw(st.integers(1, 6))):
+        high = draw(st.lists(st.integers(0x80, 0xFF), min_size=7, max_size=12))
+        out += bytes(high) + bytes([draw(_EDGES)])
+        out += draw(st.binary(max_size=4))
+    return bytes(out)
+
+
+@given(st.one_of(st.binary(max_size=300), _adversarial()))
+def test_suspect_is_the_shape_and_covers_the_exact_check(data: bytes) -> None:
+    assert suspect(data) == (_SHAPE.search(data) is not None)
+    if _OVER_64_BITS.search(data) is not None:
+        assert suspect(data)
+
+
+@pytest.mark.parametrize("at", [0, 1, 65_536 - 10, 65_536 - 9, 65_536 - 5, 65_536, 65_537])
+def test_suspect_sees_a_run_across_the_chunks(at: int) -> None:
+    run = b"\xff" * 9 + b"\x02"
+    data = b"\x00" * at + run + b"\x00" * 100
+    assert suspect(data)
+    assert not suspect(data.replace(b"\x02", b"\x01"))
+
+
+def test_negative_numbers_are_not_suspect() -> None:
+    """numa_node -1, as the reference sends for a GPU without NUMA affinity: ten bytes."""
+    value = sample_registration()
+    gpus = tuple(attrs.evolve(gpu, numa_node=-1) for gpu in value.node.gpus)
+    negative = attrs.evolve(value, node=attrs.evolve(value.node, gpus=gpus))
+    data = encode(negative)
+    assert b"\xff" * 9 + b"\x01" in data
+    assert not suspect(data)
+    assert over_64_bits(data, REGISTER.DESCRIPTOR) is None
+    assert decode(data, Registration) == negative
+
+
+@given(lst.registrations(max_gpus=3, max_shards=2), st.binary(max_size=40))
+def test_the_quick_count_is_the_count(value: Registration, tail: bytes) -> None:
+    """The unrolled count under the budget's check agrees with the walk of its plan."""
+    data = encode(value) + tail
+    for classes in (CLASSES, DECODE_CLASSES):
+        message = classes["llmgw.v1.Register"]()
+        try:
+            message.ParseFromString(data)
+        except PbDecodeError:
+            return
+        assert _QUICK_COUNTS[type(message)](message, 0) == item_count(message)
+
+
+@given(lst.registrations(max_gpus=3, max_shards=2), st.binary(max_size=40))
+def test_the_skeleton_count_is_the_count(value: Registration, tail: bytes) -> None:
+    """`decode` counts a large input once, on its skeleton: the same count as on the message."""
+    data = encode(value) + tail
+    skeleton, message = SKELETONS["llmgw.v1.Register"](), DECODE_CLASSES["llmgw.v1.Register"]()
+    try:
+        message.ParseFromString(data)
+    except PbDecodeError:
+        return
+    skeleton.ParseFromString(data)
+    count = item_count(message)
+    assert item_count(skeleton) == count
+    quick = _QUICK_COUNTS[type(skeleton)]
+    assert quick(skeleton, count) == count
+    for budget in range(count):
+        # Over the budget or not, as the walk says; the words are then the walk's.
+        assert quick(skeleton, budget) > budget
+
+
+def test_an_element_upb_cannot_read_in_a_large_input_is_a_decode_error() -> None:
+    gpus = CLASSES["llmgw.v1.Register"].DESCRIPTOR.fields_by_name["gpus"].number
+    value = sample_registration()
+    many = attrs.evolve(value, node=attrs.evolve(value.node, gpus=tuple(value.node.gpus) * 80))
+    data = encode(many) + ld(gpus, b"\x0a\x05ab")
+    assert len(data) > COUNT_FIRST_ABOVE
+    with pytest.raises(DecodeError) as info:
+        decode(data, Registration)
+    assert info.value.message_type == "llmgw.v1.Register"
