@@ -8,7 +8,7 @@ resident-set growth is that input's alone:
 * `v1`: `decode(data, v1.Register)` (upb, then betterproto2 objects);
 * `wire-codec`: `WireCodec().decode(envelope, AgentMessage)`, the stream's codec;
 * `inspect`: `llmgw-wire inspect --type AgentMessage` of the envelope, output discarded;
-* `json`: `wire_json.decode(text, Registration)`, for the JSON shapes.
+* `json`: the JSON codec's `decode(text, Registration)`, for the JSON shapes.
 
 Per cell: CPU seconds per MiB of input; the peak of Python's allocations
 (tracemalloc, measured on a second run: it slows allocation) per MiB; the
@@ -133,7 +133,7 @@ _PATHS = {
     "v1": "w.decode(data, v1.Register)",
     "wire-codec": "WireCodec().decode(envelope, v1.AgentMessage)",
     "inspect": "inspect(envelope)",
-    "json": "from_json(data, Registration)",
+    "json": "wire_json.decode(data, Registration)",
 }
 
 _BODY = """

@@ -25,7 +25,7 @@ import tempfile
 
 import llmgw_wire as wire
 from llmgw_wire import v1
-from llmgw_wire.codec.json import from_json
+from llmgw_wire.codec import json as wire_json
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.stream import ControlPlane, ControlSession, connect, start_server
 from llmgw_wire.testing.sample import sample_command, sample_registration
@@ -97,7 +97,7 @@ def floors() -> None:
         pass
     else:
         raise AssertionError("a length prefix over 5 bytes was read")
-    report = from_json('{"state": "hibernating"}', wire.ShardReport)
+    report = wire_json.decode('{"state": "hibernating"}', wire.ShardReport)
     assert report.state is wire.State.FAILED, report
     print("smoke: a length over 5 bytes refused, an unknown shard state read as FAILED")
 
