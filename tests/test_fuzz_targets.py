@@ -38,6 +38,7 @@ def test_the_seeds_reach_every_kind_of_input() -> None:
     assert {data[0] for data in targets.seeds("envelope")} == {0, 1}
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(importlib.util.find_spec("atheris") is None, reason="atheris not installed")
 def test_a_short_coverage_guided_run_of_every_target(tmp_path: Path) -> None:
     done = subprocess.run(

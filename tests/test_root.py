@@ -61,6 +61,7 @@ def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.subprocess
 def test_mypy_refuses_a_misspelt_root_name(tmp_path: Path) -> None:
     done = _mypy(
         tmp_path,
@@ -78,6 +79,7 @@ def test_mypy_refuses_a_misspelt_root_name(tmp_path: Path) -> None:
     assert 'user.py:6: error: Module has no attribute "PeerUnavailabel"' in done.stdout
 
 
+@pytest.mark.subprocess
 def test_mypy_knows_every_root_name_and_its_type(tmp_path: Path) -> None:
     uses = "".join(f"n_{name} = wire.{name}\n" for name in llmgw_wire.__all__)
     done = _mypy(

@@ -28,6 +28,7 @@ from llmgw_wire.testing.sample import sample_registration
 GUIDE = Path(__file__).resolve().parent.parent / "docs" / "guides" / "tls.md"
 
 pytestmark = [
+    pytest.mark.subprocess,
     pytest.mark.timeout(120),
     pytest.mark.skipif(
         shutil.which("openssl") is None or shutil.which("bash") is None,

@@ -271,6 +271,7 @@ def traced_peak(call: Any) -> int:
     ("gpus", "size", "elements"),
     [(2048, 458_965, 13_972), (4000, 895_617, 27_236), (18_600, 4_161_637, 126_516)],
 )
+@pytest.mark.slow
 def test_registrations_a_go_peer_accepts_decode_with_the_defaults(
     gpus: int, size: int, elements: int
 ) -> None:
@@ -287,6 +288,7 @@ def test_registrations_a_go_peer_accepts_decode_with_the_defaults(
     assert traced_peak(lambda: decode(data, Registration)) < 8 * len(data)
 
 
+@pytest.mark.slow
 def test_memory_at_the_element_budget_is_bounded_by_the_size_limit() -> None:
     """The costliest element, an empty GPU, as many as the budget lets in."""
     at_limit = padded(EMPTY_GPU * DEFAULT_MAX_ITEMS)

@@ -134,6 +134,7 @@ def test_decompressed_size_counts_against_the_message_limit() -> None:
     run(main)
 
 
+@pytest.mark.slow
 def test_calls_per_connection_are_bounded() -> None:
     async def main() -> None:
         plane = Counting()
@@ -194,6 +195,7 @@ def test_before_registering_a_large_message_is_decoded_only_if_it_is_a_registrat
     run(main)
 
 
+@pytest.mark.slow
 def test_what_a_call_buffers_is_bounded_by_its_window_and_the_read_ahead() -> None:
     """A client that writes faster than `handle` reads gets blocked by flow control."""
     heartbeat = encode_envelope(Heartbeat("gpu-node-017"))

@@ -75,6 +75,7 @@ def _dependent(
     )
 
 
+@pytest.mark.subprocess
 def test_a_dependent_runs_every_law_through_the_plugin(tmp_path: Path) -> None:
     done = _dependent(
         tmp_path,
@@ -91,6 +92,7 @@ def test_a_dependent_runs_every_law_through_the_plugin(tmp_path: Path) -> None:
     assert "test_our_values_cross_the_wire[value0] PASSED" in done.stdout
 
 
+@pytest.mark.subprocess
 def test_a_dependent_s_broken_converter_fails_its_laws(tmp_path: Path) -> None:
     done = _dependent(
         tmp_path,
@@ -109,6 +111,7 @@ def test_a_dependent_s_broken_converter_fails_its_laws(tmp_path: Path) -> None:
     assert "structure(unstructure(d))" in done.stdout
 
 
+@pytest.mark.subprocess
 def test_the_plugin_does_nothing_when_turned_off(tmp_path: Path) -> None:
     done = _dependent(
         tmp_path,
@@ -193,6 +196,7 @@ def test_a_start_shard_fails_once_it_has_a_key(message):
 """
 
 
+@pytest.mark.subprocess
 def test_hypothesis_s_failure_report_never_shows_a_drawn_secret(tmp_path: Path) -> None:
     done = _dependent(tmp_path, {"test_secret.py": FAILING})
     report = done.stdout + done.stderr
@@ -215,6 +219,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("args", [["fuzz"], ["fuzz", "--help"]])
 def test_fuzz_without_hypothesis_says_which_extra_to_install(args: list[str]) -> None:
     done = subprocess.run(
@@ -231,6 +236,7 @@ def test_fuzz_without_hypothesis_says_which_extra_to_install(args: list[str]) ->
     )
 
 
+@pytest.mark.subprocess
 def test_fuzz_finds_a_converter_module_in_the_current_directory(tmp_path: Path) -> None:
     (tmp_path / "ourwire.py").write_text("from llmgw_wire.codec import make_converter\n")
     command = Path(sys.executable).parent / "llmgw-wire"
