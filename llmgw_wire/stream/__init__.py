@@ -38,7 +38,8 @@ re-exported here), never grpc's:
 
 An envelope with no member this version knows, which is what a newer peer's
 new kind of message looks like, is skipped and logged on the
-`llmgw_wire.stream` logger (a warning the first time a session sees it);
+`llmgw_wire.stream` logger (a warning the first time a session sees it, for
+16 such members at most);
 it never ends the stream. Nothing here logs a value's fields, so secrets such
 as `ShardSpec.api_key` stay out of the logs.
 

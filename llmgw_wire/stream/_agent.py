@@ -23,6 +23,7 @@ from llmgw_wire.errors import (
     Unauthenticated,
 )
 from llmgw_wire.stream._aio import CallOver, send_message
+from llmgw_wire.stream._logs import FirstLines
 from llmgw_wire.stream._metrics import metrics_for
 from llmgw_wire.stream._server import (
     CONNECT_ROUTE,
@@ -314,7 +315,8 @@ async def keep_connected(
     until each was tried, then after the backoff delay.
 
     A failed TLS handshake (`Unauthenticated`) is logged at ERROR once per
-    distinct reason, and retried: a rotated certificate may fix it.
+    distinct reason (the first 16 reasons; after that at INFO), and retried:
+    a rotated certificate may fix it.
 
     Args:
         target: the control plane's address, or addresses.
@@ -342,7 +344,7 @@ async def keep_connected(
     targets = Targets(target, check_name=tls is not None and tls.server_name is None)
     metrics = metrics_for(meter_provider)
     extra_options = list(connect_options.pop("options", ()))
-    logged: set[str] = set()
+    logged = FirstLines()
     attempt = 0
     stopped = stop or asyncio.Event()
     while not stopped.is_set():
@@ -364,8 +366,7 @@ async def keep_connected(
         except Unauthenticated as exc:
             ended = exc
             # Said once at ERROR: the same reason every few seconds says nothing new.
-            level = logging.INFO if exc.reason in logged else logging.ERROR
-            logged.add(exc.reason)
+            level = logging.ERROR if logged.first(exc.reason) else logging.INFO
             logger.log(level, "cannot authenticate with %s: %s", address, exc.reason)
             if give_up_unauthenticated:
                 raise

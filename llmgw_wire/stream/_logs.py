@@ -15,11 +15,22 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["BAD_MESSAGE_LOG_INTERVAL", "EscapingFilter", "Throttle", "printable"]
+__all__ = [
+    "BAD_MESSAGE_LOG_INTERVAL",
+    "FIRST_LINES_AT_MOST",
+    "EscapingFilter",
+    "FirstLines",
+    "Throttle",
+    "printable",
+]
 
 #: Seconds between two lines about the bad messages of one call; the ones in
 #: between are counted, and the next line (or the call's last) says how many.
 BAD_MESSAGE_LOG_INTERVAL: Final = 10.0
+
+
+#: Distinct reasons a `FirstLines` remembers; past them, none is new any more.
+FIRST_LINES_AT_MOST: Final = 16
 
 
 def printable(text: str) -> str:
@@ -66,3 +77,23 @@ class Throttle:
         self._next = now + self._interval
         held, self.held = self.held, 0
         return True, held
+
+
+class FirstLines:
+    """Which reasons are said for the first time: at most `FIRST_LINES_AT_MOST` ever are.
+
+    A peer chooses the reasons (unknown field numbers, a TLS error's text):
+    remembering each would let it grow the set and the warnings without end.
+    """
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def first(self, reason: str) -> bool:
+        """Whether `reason` is new (and there is still room to remember it)."""
+        if reason in self._seen or len(self._seen) >= FIRST_LINES_AT_MOST:
+            return False
+        self._seen.add(reason)
+        return True

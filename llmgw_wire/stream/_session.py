@@ -35,7 +35,7 @@ from llmgw_wire.domain import (
     StopCommand,
 )
 from llmgw_wire.errors import DecodeError, StatusCode, StreamClosed, StreamError
-from llmgw_wire.stream._logs import EscapingFilter, Throttle
+from llmgw_wire.stream._logs import EscapingFilter, FirstLines, Throttle
 from llmgw_wire.stream._metrics import NO_METRICS, StreamMetrics, refusal_of
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ class _Session(Generic[S, R]):
         self._end: _End | None = None
         self._reader: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
-        self._warned: set[str] = set()
+        self._warned = FirstLines()
         self._bad_log = Throttle()
         #: Bad messages skipped so far.
         self.bad_messages = 0
@@ -415,8 +415,7 @@ class _Session(Generic[S, R]):
 
     def _skipped(self, skipped: UnknownMember) -> None:
         # A newer peer may send its new kind of message often: say so once.
-        level = logging.DEBUG if skipped.reason in self._warned else logging.WARNING
-        self._warned.add(skipped.reason)
+        level = logging.WARNING if self._warned.first(skipped.reason) else logging.DEBUG
         logger.log(level, "skipped a %s from %s: %s", skipped.envelope, self, skipped.reason)
 
     def _accept(self, value: R) -> R | None:

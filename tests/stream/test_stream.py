@@ -52,6 +52,7 @@ from llmgw_wire.stream import (
     registration_from_inventory,
     start_server,
 )
+from llmgw_wire.stream._logs import FIRST_LINES_AT_MOST
 from llmgw_wire.testing.sample import (
     sample_command,
     sample_inventory,
@@ -435,6 +436,40 @@ def test_an_unknown_member_from_a_newer_agent_is_skipped(caplog: pytest.LogCaptu
         r"at 127\.0\.0\.1:\d+: no member this version knows \(fields 99\)",
         skipped[0][1],
     )
+
+
+def _unknown_member(field: int) -> bytes:
+    """An envelope carrying only field `field` (a message holding field 1 = 1)."""
+    tag, varint = (field << 3) | 2, bytearray()
+    while tag > 0x7F:
+        varint.append(tag & 0x7F | 0x80)
+        tag >>= 7
+    return bytes([*varint, tag, 0x02, 0x08, 0x01])
+
+
+def test_a_peer_cannot_flood_the_log_with_made_up_members(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger=LOGGER)
+    received: list[object] = []
+    members = FIRST_LINES_AT_MOST + 5
+
+    async def control_plane(session: ControlSession) -> None:
+        received.extend([value async for value in session])
+
+    async def main() -> None:
+        async with serving(Recording(control_plane)) as server, raw_agent(server) as call:
+            await call.write(encode_envelope(sample_registration()))
+            for field in range(100, 100 + members):
+                await call.write(_unknown_member(field))
+            await call.done_writing()
+            assert [m async for m in call] == []
+
+    run(main)
+    assert received == [sample_registration()]
+    levels = [r.levelno for r in caplog.records if r.getMessage().startswith("skipped")]
+    # A warning for each of the first members, at debug level past them.
+    assert levels == [logging.WARNING] * FIRST_LINES_AT_MOST + [logging.DEBUG] * 5
 
 
 # A Register whose node id is not UTF-8.
