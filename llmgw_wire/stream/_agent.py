@@ -349,7 +349,7 @@ async def keep_connected(
     stopped = stop or asyncio.Event()
     while not stopped.is_set():
         sessions: list[AgentSession] = []
-        ended: StreamError | None = None
+        ended: StreamError | DecodeError | None = None
         address, options = await targets.current()
         try:
             async with connect(
@@ -376,6 +376,7 @@ async def keep_connected(
             ended = exc
             logger.warning("the stream to %s ended: %s", address, exc)
         except DecodeError as exc:
+            ended = exc
             logger.warning("the stream to %s ended for a bad message: %s", address, exc)
         except StreamClosed as exc:
             # The registration met a call the control plane had just ended.

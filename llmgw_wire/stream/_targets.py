@@ -7,7 +7,7 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any
 
-from llmgw_wire.errors import PeerUnavailable, StreamError, Unauthenticated
+from llmgw_wire.errors import DecodeError, PeerUnavailable, StreamError, Unauthenticated
 from llmgw_wire.stream._server import STOPPING
 
 if TYPE_CHECKING:
@@ -117,4 +117,6 @@ def reason_of(error: BaseException | None) -> str:
         return "stopping" if error.details == STOPPING else "unavailable"
     if isinstance(error, StreamError):
         return error.code.name.lower()
+    if isinstance(error, DecodeError):
+        return "decode"
     return "error"

@@ -213,6 +213,10 @@ BAD_START = bytes(
 
 
 def test_a_bad_message_under_policy_end_ends_one_round_not_the_agent() -> None:
+    sdk = pytest.importorskip("opentelemetry.sdk.metrics")
+    export = pytest.importorskip("opentelemetry.sdk.metrics.export")
+    reader = export.InMemoryMetricReader()
+
     async def bad(session: ControlSession) -> None:
         await session._call.write(BAD_START)
 
@@ -228,6 +232,7 @@ def test_a_bad_message_under_policy_end_ends_one_round_not_the_agent() -> None:
                     stop=stop,
                     backoff=Backoff(initial=0.1, maximum=0.5),
                     on_bad_message="end",
+                    meter_provider=sdk.MeterProvider(metric_readers=[reader]),
                 )
             )
             try:
@@ -237,6 +242,17 @@ def test_a_bad_message_under_policy_end_ends_one_round_not_the_agent() -> None:
                 await asyncio.wait_for(agent, WAIT)
 
     run(main)
+    # The round that ended for the bad message is counted as that, not as a clean end.
+    data = reader.get_metrics_data()
+    reasons = {
+        point.attributes["reason"]
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        if metric.name == "llmgw.stream.reconnects"
+        for point in metric.data.data_points
+    }
+    assert reasons == {"decode"}
 
 
 def test_a_start_shard_the_agent_cannot_decode_is_reported_failed() -> None:
