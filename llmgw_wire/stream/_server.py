@@ -16,6 +16,7 @@ from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import PeerUnavailable, RegistrationTimeout, StreamError
 from llmgw_wire.stream._health import HEALTH_SERVICE, Health
 from llmgw_wire.stream._limits import ServerLimits
+from llmgw_wire.stream._logs import Throttle
 from llmgw_wire.stream._metrics import StreamMetrics, metrics_for
 from llmgw_wire.stream._reflection import serve_reflection
 from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
@@ -166,6 +167,8 @@ class Server:
         self._limits = limits
         # Sessions that may not have registered yet (pruned as they register).
         self._waiting: set[ControlSession] = set()
+        # Calls over the cap come as fast as a client makes them: a line per interval.
+        self._over_cap_log = Throttle()
         self.port = 0
         self._tls = tls
         self._node_identity = node_identity
@@ -335,7 +338,10 @@ class Server:
             self._metrics.refused("stopping" if self._stopping else "not_serving")
             return PeerUnavailable(STOPPING if self._stopping else NOT_SERVING)
         if not self._room_to_register(session):
-            logger.warning("refused %s: %s", session, TOO_MANY_WAITING)
+            allowed, held = self._over_cap_log.allow()
+            if allowed:
+                more = f" ({held} more since the last line)" if held else ""
+                logger.warning("refused %s%s: %s", session, more, TOO_MANY_WAITING)
             self._metrics.refused("limit")
             return StreamError(TOO_MANY_WAITING, code="RESOURCE_EXHAUSTED")
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import logging
 from typing import Any
 
 import grpc
@@ -21,6 +22,7 @@ from llmgw_wire.stream import (
     connect,
     start_server,
 )
+from llmgw_wire.stream._logs import BAD_MESSAGE_LOG_INTERVAL, Throttle
 from llmgw_wire.testing.sample import sample_registration
 from tests.stream.test_stream import WAIT, serving, target
 from tests.support import ld, vi
@@ -48,6 +50,34 @@ class Counting(ControlPlane):
         while self.started < count:
             self.changed.clear()
             await asyncio.wait_for(self.changed.wait(), WAIT)
+
+
+def test_calls_over_the_cap_are_a_few_log_lines(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="llmgw_wire.stream")
+    now = [0.0]
+
+    async def main() -> None:
+        plane = Counting()
+        async with serving(plane, limits=ServerLimits(max_unregistered_calls=1)) as server:
+            # The throttle's clock is the test's: the outcome is the count, not the timing.
+            server._over_cap_log = Throttle(clock=lambda: now[0])
+            channel = grpc.aio.insecure_channel(target(server))
+            try:
+                waiting = channel.stream_stream(CONNECT_ROUTE)()
+                await plane.wait(1)
+                for turn in range(4):
+                    if turn == 3:
+                        now[0] += 2 * BAD_MESSAGE_LOG_INTERVAL
+                    call = channel.stream_stream(CONNECT_ROUTE)()
+                    assert await call.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                waiting.cancel()
+            finally:
+                await channel.close(grace=None)
+
+    run(main)
+    lines = [r.getMessage() for r in caplog.records if "waiting to register" in r.getMessage()]
+    assert len(lines) == 2
+    assert "(2 more since the last line)" in lines[1]
 
 
 def test_calls_waiting_to_register_are_bounded_per_server() -> None:
