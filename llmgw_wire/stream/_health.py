@@ -1,7 +1,7 @@
 """The standard gRPC health service (`grpc.health.v1.Health`) of a control plane's server.
 
-Probes (Kubernetes' gRPC probe, load balancers, `grpc_health_probe`, grpc-go
-clients) ask it whether the server, "" , and the agent stream,
+Probes (Kubernetes' gRPC probe, load balancers, `grpc_health_probe`: any
+client of the standard service) ask it whether the server, "" , and the agent stream,
 `llmgw.v1.AgentService`, are SERVING. A server says NOT_SERVING for both
 from the moment a graceful stop begins, before its calls end, and whenever
 the control plane says it should not be served (a standby that is not the
