@@ -34,7 +34,11 @@ async def send_message(call: Any, data: bytes) -> None:
         try:
             await call.write(data)
         except asyncio.InvalidStateError:
-            raise CallOver from None
+            # grpc.aio says the same for a call that is over and for a side
+            # already half-closed: only the first has a status to read.
+            if call.done():
+                raise CallOver from None
+            raise
         return
     if call.done():
         raise CallOver
