@@ -204,18 +204,17 @@ def test_buf_is_the_pinned_version() -> None:
 def test_buf_accepts_every_finding_under_the_config_ignore_yaml_snippet(
     tmp_path: Path, recorded: dict[str, list[Found]]
 ) -> None:
-    # `--error-format config-ignore-yaml` promises a section that, pasted into
-    # buf.yaml, makes buf itself accept the findings: buf is the judge here.
-    # The configuration uses WIRE_JSON, the category `check` applies by default.
+    # `--error-format config-ignore-yaml` promises a section that, added to
+    # the buf.yaml the check read, makes buf itself accept every finding.
     deviating = {d.case for d in compat.deviations()}
     name = max((n for n in NAMES if n not in deviating), key=lambda n: len(recorded[n]))
     previous, current = case_dirs(tmp_path, CORPUS[NAMES.index(name)])
     cache = tmp_path / "buf-cache"
-    findings = compat.check(compat.compile_protos(previous), compat.compile_protos(current))
-    snippet = compat.render(findings, "config-ignore-yaml")
-    _, _, ignore_only = snippet.partition("breaking:\n")
-    wire_json = "version: v2\nbreaking:\n  use:\n    - WIRE_JSON\n"
-    (current / "buf.yaml").write_text(wire_json)
     assert run_buf(previous, current, cache), name
-    (current / "buf.yaml").write_text(wire_json + ignore_only)
+    config = compat.load_config(current / "buf.yaml")
+    findings = compat.check(
+        compat.compile_protos(previous), compat.compile_protos(current), config=config
+    )
+    _, _, ignore_only = compat.render(findings, "config-ignore-yaml").partition("breaking:\n")
+    (current / "buf.yaml").write_text(BUF_YAML + ignore_only)
     assert run_buf(previous, current, cache) == []
