@@ -111,7 +111,6 @@ def test_the_core_imports_no_grpclib() -> None:
 
 
 def test_the_grpclib_codec_without_grpclib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-
     monkeypatch.setitem(sys.modules, "grpclib.encoding.base", None)
     monkeypatch.delitem(sys.modules, "llmgw_wire.stream.grpclib_codec", raising=False)
     with pytest.raises(ImportError, match=re.escape("pip install 'llmgw-wire[grpclib]'")):
