@@ -550,8 +550,9 @@ def _open_directory(directory: Path) -> int:
         raise _os_error(where, "cannot be opened", exc) from None
     try:
         info = os.fstat(fd)
-        if info.st_uid != os.geteuid():
-            raise StoreError(where, f"belongs to user {info.st_uid}, not to this process's")
+        foreign = _foreign(info)
+        if foreign is not None:
+            raise StoreError(where, foreign)
         if stat.S_IMODE(info.st_mode) != 0o700:
             os.fchmod(fd, 0o700)
     except OSError as exc:
@@ -572,11 +573,19 @@ def _distrust(info: os.stat_result) -> str | None:
     open for writing elsewhere: its spec (command, env such as LD_PRELOAD)
     would run as the agent's shard.
     """
-    if info.st_uid != os.geteuid():
-        return f"belongs to user {info.st_uid}, not to this process's: not read"
+    foreign = _foreign(info)
+    if foreign is not None:
+        return f"{foreign}: not read"
     mode = stat.S_IMODE(info.st_mode)
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"is writable by its group or others (mode {mode:04o}): not read"
+    return None
+
+
+def _foreign(info: os.stat_result) -> str | None:
+    """Why the directory or file `fstat` describes is not this process's; None when it is."""
+    if info.st_uid != os.geteuid():
+        return f"belongs to user {info.st_uid}, not to this process's"
     return None
 
 

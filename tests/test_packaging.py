@@ -6,10 +6,12 @@ and at the floors and the newest of its requirements by `make resolutions`.
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.requirements import Requirement
@@ -53,10 +55,15 @@ def test_the_install_lines_name_this_version() -> None:
     assert "git+" not in GETTING_STARTED.read_text() + README.read_text()
 
 
+def _project() -> dict[str, Any]:
+    # tomllib is Python 3.11's; the dev group installs its backport on 3.10.
+    tomllib = importlib.import_module("tomllib" if sys.version_info >= (3, 11) else "tomli")
+    project: dict[str, Any] = tomllib.loads(_pyproject())["project"]
+    return project
+
+
 def _runtime_requirements() -> list[Requirement]:
-    block = re.search(r"^dependencies = \[\n(.*?)^\]", _pyproject(), re.MULTILINE | re.DOTALL)
-    assert block
-    return [Requirement(r) for r in re.findall(r'^\s+"([^"]+)",', block[1], re.MULTILINE)]
+    return [Requirement(r) for r in _project()["dependencies"]]
 
 
 def test_every_runtime_requirement_is_a_floor_and_grpclib_is_an_extra() -> None:
@@ -78,6 +85,15 @@ def test_every_runtime_requirement_is_a_floor_and_grpclib_is_an_extra() -> None:
     assert '"grpclib>=' in _pyproject().split("[project.optional-dependencies]")[1]
 
 
+def test_every_extra_s_requirement_is_a_floor() -> None:
+    # What a dependent installs with an extra is no more pinned than the core:
+    # only the dev group, never published, pins.
+    for extra, lines in _project()["optional-dependencies"].items():
+        for requirement in map(Requirement, lines):
+            operators = [s.operator for s in requirement.specifier]
+            assert operators == [">="], (extra, str(requirement))
+
+
 @pytest.mark.subprocess
 def test_the_core_imports_no_grpclib() -> None:
     """The wire classes come without grpclib stubs; only the `grpclib` extra's codec needs it."""
@@ -95,8 +111,6 @@ def test_the_core_imports_no_grpclib() -> None:
 
 
 def test_the_grpclib_codec_without_grpclib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    import importlib
-
     monkeypatch.setitem(sys.modules, "grpclib.encoding.base", None)
     monkeypatch.delitem(sys.modules, "llmgw_wire.stream.grpclib_codec", raising=False)
     with pytest.raises(ImportError, match=re.escape("pip install 'llmgw-wire[grpclib]'")):

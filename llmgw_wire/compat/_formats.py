@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from llmgw_wire.compat._model import Finding
 
-__all__ = ["FORMATS", "escape_text", "render"]
+__all__ = ["FORMATS", "render"]
 
 
 def _text(findings: Sequence[Finding]) -> str:

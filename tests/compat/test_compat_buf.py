@@ -198,3 +198,23 @@ def test_buf_is_the_pinned_version() -> None:
         [BUF, "--version"], capture_output=True, text=True, timeout=60, check=True
     )
     assert result.stdout.strip() == "1.75.0"
+
+
+@pytest.mark.skipif(not BUF, reason="buf is not installed: run `make interop-buf`")
+def test_buf_accepts_every_finding_under_the_config_ignore_yaml_snippet(
+    tmp_path: Path, recorded: dict[str, list[Found]]
+) -> None:
+    # `--error-format config-ignore-yaml` promises a section that, added to
+    # the buf.yaml the check read, makes buf itself accept every finding.
+    deviating = {d.case for d in compat.deviations()}
+    name = max((n for n in NAMES if n not in deviating), key=lambda n: len(recorded[n]))
+    previous, current = case_dirs(tmp_path, CORPUS[NAMES.index(name)])
+    cache = tmp_path / "buf-cache"
+    assert run_buf(previous, current, cache), name
+    config = compat.load_config(current / "buf.yaml")
+    findings = compat.check(
+        compat.compile_protos(previous), compat.compile_protos(current), config=config
+    )
+    _, _, ignore_only = compat.render(findings, "config-ignore-yaml").partition("breaking:\n")
+    (current / "buf.yaml").write_text(BUF_YAML + ignore_only)
+    assert run_buf(previous, current, cache) == []

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 import textwrap
+import types
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -152,13 +154,21 @@ def test_a_passing_run(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[-1].endswith(" s (seed 1)")
 
 
-def test_a_time_budget_runs_rounds_with_fresh_seeds(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_time_budget_runs_rounds_with_fresh_seeds(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run's clock, not the machine's speed, decides how many rounds fit:
+    # each reading is 0.05 s after the last, three readings a round.
+    ticks = itertools.count()
+    clock = types.SimpleNamespace(monotonic=lambda: next(ticks) * 0.05)
+    monkeypatch.setattr("llmgw_wire.testing.fuzz.time", clock)
     argv = ["fuzz", "--seconds", "0.5", "--examples", "3", "--seed", "40"]
     assert main([*argv, "--law", "deterministic", "--model", "Ack"]) == 0
     out = capsys.readouterr().out
     assert "fuzz: seed 40, 3 examples per law and model, 0.5 s" in out
-    assert "round 1 deterministic" in out
-    assert "round 2 deterministic" in out
+    rounds = re.findall(r"^round (\d+) deterministic", out, flags=re.MULTILINE)
+    # Rounds end at 0.15, 0.3, 0.45 and 0.6 s: the fourth is the last.
+    assert rounds == ["1", "2", "3", "4"]
 
 
 def _recording(into: list[Any]) -> Law:
