@@ -94,17 +94,14 @@ def _skipper(descriptor: Descriptor | None) -> re.Pattern[bytes]:
     looks at it in Python.
     """
     fields = fields_of(descriptor) if descriptor is not None else {}
-    opaque = bytes(
-        n << 3 | LEN
-        for n in range(1, 16)
-        if n not in fields or (fields[n].message is None and not fields[n].packed)
-    )
 
-    # Tags of two bytes or more whose number no field of this message has, or
-    # a string's: grouped by the second byte (the number's bits above the 4th).
     def opaque_number(n: int) -> bool:
+        """No field of this message has `n`, or its field holds no varint of this message."""
         return n not in fields or (fields[n].message is None and not fields[n].packed)
 
+    opaque = bytes(n << 3 | LEN for n in range(1, 16) if opaque_number(n))
+    # Tags of two bytes or more whose number no field of this message has, or
+    # a string's: grouped by the second byte (the number's bits above the 4th).
     top = max(fields, default=0) >> 4
     by_second = [
         b"["
