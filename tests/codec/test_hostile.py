@@ -1047,6 +1047,20 @@ def test_json_has_the_same_limits() -> None:
     assert wire_json.decode('{"node": {"id": "n1", "rack": "r7"}}', Registration).node.id == "n1"
 
 
+@pytest.mark.parametrize("features", [0, 1, 3, 40])
+def test_json_counts_whatever_its_length_against_a_small_limit(features: int) -> None:
+    """Counting is skipped only for a text of at most its budget in characters."""
+    from llmgw_wire import JSONError
+
+    text = '{"node": {"features": [' + ",".join(['""'] * features) + "]}}"
+    assert wire_json.decode(text, Registration, max_items=features).node.features == (
+        ("",) * features
+    )
+    if features:
+        with pytest.raises(JSONError, match=f"{features} elements of arrays and maps"):
+            wire_json.decode(text, Registration, max_items=features - 1)
+
+
 _SUSPECT = b"\x80" * 9
 
 
