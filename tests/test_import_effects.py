@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 _SCRIPT = """
-import inspect, os
+import gc, inspect, logging, os, sys, warnings
 from llmgw_wire._gen.message_pool import default_message_pool
 import llmgw_wire._gen.llmgw.v1
 
@@ -15,6 +15,14 @@ classes = list(default_message_pool.url_to_type.values())
 assert len(classes) >= 19, classes
 environment = dict(os.environ)
 parsers = {cls: inspect.getattr_static(cls, "FromString") for cls in classes}
+# The process-wide settings a codec or the collector's helper might be tempted to touch.
+def settings():
+    return (
+        gc.isenabled(), gc.get_threshold(), gc.get_freeze_count(), sys.getrecursionlimit(),
+        sys.get_int_max_str_digits(), list(warnings.filters), list(logging.root.handlers),
+        logging.root.level,
+    )
+before = settings()
 
 import llmgw_wire.stream, llmgw_wire.codec, llmgw_wire.store
 import llmgw_wire as wire
@@ -23,6 +31,7 @@ for name in wire.__all__:
 wire.decode(wire.encode(wire.Node()), wire.Node)
 
 assert dict(os.environ) == environment, set(os.environ.items()) ^ set(environment.items())
+assert settings() == before, (settings(), before)
 changed = [c.__name__ for c in classes if inspect.getattr_static(c, "FromString") is not parsers[c]]
 assert changed == [], changed
 print("unchanged", len(classes))

@@ -590,7 +590,9 @@ def decode(
         raise JSONError(name, f"{len(data)} bytes is over the limit of {max_size}")
     plain = parse_json(data, name)
     budget = item_budget(len(data), max_items)
-    items = _items(plain, budget)
+    # As for bytes: every counted element takes at least one character (or
+    # byte) of the text, so a text of at most its budget cannot be over it.
+    items = _items(plain, budget) if len(data) > budget else 0
     if items > budget:
         counted = f"at least {items}"
         reason = over_budget(counted, "arrays and maps", budget, max_items, len(data))

@@ -240,21 +240,6 @@ class _Scanner:
             raise _Bad(at, f"more than {MAX_DEPTH} nested messages and groups at offset {at}")
 
 
-def _scan(data: bytes, descriptor: Descriptor, budget: int | None = None) -> Problem | None:
-    try:
-        _Scanner(data, budget=budget).message(0, len(data), fields_of(descriptor), 0)
-    except _Bad as bad:
-        return Problem(bad.offset, bad.reason, tuple(bad.path))
-    except Cut as cut:
-        return Problem(
-            cut.offset,
-            f"malformed bytes; the explanation stopped at offset {cut.offset}, after "
-            f"{budget} fields, before it found what is wrong",
-            (),
-        )
-    return None
-
-
 def diagnose(
     data: bytes, descriptor: Descriptor, budget: int | None = EXPLAIN_FIELDS
 ) -> Problem | None:

@@ -118,9 +118,12 @@ class EnvelopeCodec:
         """The member that carries `value`; `TypeError` for a value this envelope does not carry."""
         member = self.members.get(type(value))
         if member is None:
-            carried = ", ".join(domain.__name__ for domain in self.members)
-            raise TypeError(f"{self.name} carries {carried}, not {type(value).__name__}")
+            raise self._not_carried(value)
         return member
+
+    def _not_carried(self, value: object) -> TypeError:
+        carried = ", ".join(domain.__name__ for domain in self.members)
+        return TypeError(f"{self.name} carries {carried}, not {type(value).__name__}")
 
     def encode(self, value: object) -> bytes:
         """The envelope's bytes with `value` in its member, and only it.
@@ -129,8 +132,10 @@ class EnvelopeCodec:
             EncodeError: a value the wire cannot carry, with its path.
             TypeError: a value this envelope does not carry.
         """
-        self.member_of(value)
-        return self._encode[type(value)](value)
+        encoder = self._encode.get(type(value))
+        if encoder is None:
+            raise self._not_carried(value)
+        return encoder(value)
 
     def decode(
         self,

@@ -89,16 +89,6 @@ class Problem(NamedTuple):
     kind: ProblemKind = ProblemKind.MALFORMED
 
 
-class _Field(NamedTuple):
-    name: str
-    wire_type: int  # the one it is written with
-    packed: bool  # a repeated number, which may also come packed
-    utf8: bool
-    message: Descriptor | None  # sub-message or map entry
-    repeated: bool
-    secret: bool  # marked `[debug_redact = true]`: no byte of it is shown
-
-
 class Field(NamedTuple):
     """A field of a message, as the walks read it."""
 

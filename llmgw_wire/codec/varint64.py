@@ -94,17 +94,14 @@ def _skipper(descriptor: Descriptor | None) -> re.Pattern[bytes]:
     looks at it in Python.
     """
     fields = fields_of(descriptor) if descriptor is not None else {}
-    opaque = bytes(
-        n << 3 | LEN
-        for n in range(1, 16)
-        if n not in fields or (fields[n].message is None and not fields[n].packed)
-    )
 
-    # Tags of two bytes or more whose number no field of this message has, or
-    # a string's: grouped by the second byte (the number's bits above the 4th).
     def opaque_number(n: int) -> bool:
+        """No field of this message has `n`, or its field holds no varint of this message."""
         return n not in fields or (fields[n].message is None and not fields[n].packed)
 
+    opaque = bytes(n << 3 | LEN for n in range(1, 16) if opaque_number(n))
+    # Tags of two bytes or more whose number no field of this message has, or
+    # a string's: grouped by the second byte (the number's bits above the 4th).
     top = max(fields, default=0) >> 4
     by_second = [
         b"["
@@ -208,18 +205,17 @@ def over_64_bits(data: bytes, descriptor: Descriptor) -> Problem | None:
     expression, so that Python looks only at sub-messages, groups, packed
     runs and long strings.
     """
-    if not suspect(data) or _OVER_64_BITS.search(data) is None:
+    first = _OVER_64_BITS.search(data) if suspect(data) else None
+    if first is None:
         return None
     try:
         at, _ = _walk_64(data, 0, len(data), descriptor, [WALK_STEPS])
     except Cut as cut:
         # Refused rather than accepted unchecked: accepting would risk
         # dropping the bits of a varint that Go's runtime refuses.
-        first = _OVER_64_BITS.search(data)
-        where = first.start() if first else cut.offset
         return Problem(
             cut.offset,
-            f"the bytes at offset {where} may be a varint of more than 64 bits (which Go's "
+            f"the bytes at offset {first.start()} may be a varint of more than 64 bits (which Go's "
             f"runtime refuses); refused, as the walk to tell stopped at offset {cut.offset}, "
             f"after {WALK_STEPS} fields it had to look at one by one",
             (),

@@ -406,6 +406,8 @@ _SHAPES = {
     "unknown groups": "group(99, b'') * (4 * 1024 * 1024 // 4)",
     "unknown fields in GPUs": "ld(14, vi(99, 1) * 50) * 9000",
 }
+# The bytes of the elements' own objects, allowed besides: about 2 kB a GPU.
+_ELEMENTS = {"unknown fields in GPUs": 2_000 * 9000}
 
 
 @pytest.mark.subprocess
@@ -414,9 +416,11 @@ def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
     """betterproto2's parser took minutes on this; nothing parses the bytes but upb now.
 
     grpclib's `WireCodec` included. In a process of its own, with a
-    generous timeout: CPU time, then the peak of Python's allocations
-    (tracemalloc, which slows them) per input byte, besides the objects of
-    the elements (bounded by the element budget).
+    generous timeout: CPU time as a ratio to one pure-Python pass over the
+    same bytes in the same process (so the machine's speed and load cancel
+    out), then the peak of Python's allocations (tracemalloc, which slows
+    them) per input byte, besides the objects of the elements (bounded by
+    the element budget).
     """
     script = (
         "import sys, time, tracemalloc\n"
@@ -428,17 +432,21 @@ def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
         "from llmgw_wire.stream.grpclib_codec import WireCodec\n"
         "paths = [(w.Registration, w.decode), (v1.Register, w.decode),\n"
         "         (v1.Register, WireCodec().decode)]\n"
+        "start = time.process_time()\n"
+        "for _ in data:\n"
+        "    pass\n"
+        "one_pass = time.process_time() - start\n"
         "for into, read in paths:\n"
         "    read(b'', into)\n"
         "    start = time.process_time()\n"
         "    value = read(data, into)\n"
-        "    seconds = time.process_time() - start\n"
+        "    ratio = (time.process_time() - start) / one_pass\n"
         "    del value\n"
         "    tracemalloc.start()\n"
         "    value = read(data, into)\n"
-        "    peak = (tracemalloc.get_traced_memory()[1] - 2_000 * 9000) / len(data)\n"
+        f"    peak = (tracemalloc.get_traced_memory()[1] - {_ELEMENTS.get(shape, 0)}) / len(data)\n"
         "    tracemalloc.stop()\n"
-        "    print(into.__name__, seconds, peak)\n"
+        "    print(into.__name__, ratio, peak)\n"
         "    if into is v1.Register:\n"
         "        assert bytes(value) == data or len(bytes(value)) == len(data)\n"
     )
@@ -446,8 +454,9 @@ def test_four_mib_of_unknown_fields_decode_in_proportion(shape: str) -> None:
         [sys.executable, "-c", script], check=True, capture_output=True, text=True, timeout=120
     )
     for line in done.stdout.splitlines():
-        _target, seconds, peak = line.split()
-        assert float(seconds) < 10, line  # minutes before; a tenth of a second measured
+        _target, ratio, peak = line.split()
+        # Minutes before, thousands of passes; at most 8 measured (GPUs of unknown fields).
+        assert float(ratio) < 100, line
         assert float(peak) < 4, line  # times the input, besides upb's own arena
 
 
@@ -1036,6 +1045,20 @@ def test_json_has_the_same_limits() -> None:
         wire_json.decode(" " * (DEFAULT_MAX_SIZE + 1), Registration)
     # A newer peer's few keys are fine.
     assert wire_json.decode('{"node": {"id": "n1", "rack": "r7"}}', Registration).node.id == "n1"
+
+
+@pytest.mark.parametrize("features", [0, 1, 3, 40])
+def test_json_counts_whatever_its_length_against_a_small_limit(features: int) -> None:
+    """Counting is skipped only for a text of at most its budget in characters."""
+    from llmgw_wire import JSONError
+
+    text = '{"node": {"features": [' + ",".join(['""'] * features) + "]}}"
+    assert wire_json.decode(text, Registration, max_items=features).node.features == (
+        ("",) * features
+    )
+    if features:
+        with pytest.raises(JSONError, match=f"{features} elements of arrays and maps"):
+            wire_json.decode(text, Registration, max_items=features - 1)
 
 
 _SUSPECT = b"\x80" * 9

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 
 from llmgw_wire import DecodeError, Registration, decode, encode
 from llmgw_wire.codec.limits import _QUICK_COUNTS, COUNT_FIRST_ABOVE, item_count
+from llmgw_wire.codec.reader import ProblemKind
 from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
-from llmgw_wire.codec.varint64 import _OVER_64_BITS, over_64_bits, suspect
+from llmgw_wire.codec.varint64 import _OVER_64_BITS, WALK_STEPS, over_64_bits, suspect
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.sample import sample_registration
-from tests.support import ld
+from tests.support import group, ld
 
 REGISTER = CLASSES["llmgw.v1.Register"]
 # The shape `suspect` looks for, spelled the slow way: the reference here.
@@ -111,3 +112,22 @@ def test_an_element_upb_cannot_read_in_a_large_input_is_a_decode_error() -> None
     with pytest.raises(DecodeError) as info:
         decode(data, Registration)
     assert info.value.message_type == "llmgw.v1.Register"
+
+
+def test_a_walk_that_reaches_its_budget_refuses_rather_than_accepts() -> None:
+    """Past `WALK_STEPS` fields looked at one by one, a suspect run is refused, and says so."""
+    run = b"\x80" * 9 + b"\x02"  # the shape, inside a string: not a varint at all
+    data = group(99, b"") * (WALK_STEPS // 2 + 1) + ld(99, run)
+    assert suspect(data)
+    problem = over_64_bits(data, REGISTER.DESCRIPTOR)
+    assert problem is not None
+    assert problem.kind is ProblemKind.OVER_64_BITS
+    where = len(data) - len(run)
+    assert problem.reason.startswith(
+        f"the bytes at offset {where} may be a varint of more than 64 bits"
+    )
+    assert f"after {WALK_STEPS} fields" in problem.reason
+    with pytest.raises(DecodeError, match=f"offset {where} may be a varint"):
+        decode(data, Registration)
+    # Within the budget, the walk tells the string from a varint.
+    assert over_64_bits(group(99, b"") * 10 + ld(99, run), REGISTER.DESCRIPTOR) is None
