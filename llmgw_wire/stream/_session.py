@@ -5,7 +5,8 @@ A session encodes what it sends and decodes what it reads itself
 `send` and a bad message is seen for what it is; the transport below moves
 bytes only. Reading runs in a task of the session's own: a `recv` that times
 out loses nothing and leaves the call open. A `recv` waits on a plain future
-with a timer, never a task of its own (see docs/internals/stream-tasks.md).
+with a deadline that the session's one timer keeps, never a task or a timer
+of its own (see docs/internals/stream-tasks.md).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
@@ -134,10 +136,9 @@ class Call(Protocol):
         """
 
 
-def _expire(waiter: asyncio.Future[None]) -> None:
-    """A `recv`'s timer: its wait is over, with nothing for it."""
-    if not waiter.done():
-        waiter.set_exception(asyncio.TimeoutError())
+# How early a loop timer may run: asyncio runs one that is due within the
+# clock's resolution (the loop's clock is `time.monotonic`).
+_CLOCK_RESOLUTION: Final = time.get_clock_info("monotonic").resolution
 
 
 class _End:
@@ -179,6 +180,10 @@ class _Session(Generic[S, R]):
         self._inbox: collections.deque[R | _End] = collections.deque()
         # The `recv` calls waiting for the inbox, first come first woken.
         self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
+        # The deadlines of the waiting `recv` calls that have one (loop time),
+        # and the session's one loop timer for them (see `_arm`).
+        self._deadlines: dict[asyncio.Future[None], float] = {}
+        self._timer: asyncio.TimerHandle | None = None
         # The reader's wait for room in a full inbox.
         self._room: asyncio.Future[None] | None = None
         self._end: _End | None = None
@@ -272,18 +277,21 @@ class _Session(Generic[S, R]):
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._getters.append(waiter)
-        # A timer on a future, not `wait_for`: no task per `recv`; and nothing
-        # is taken from the inbox before the wait is over, so a timeout loses nothing.
-        timer = None if timeout is None else loop.call_later(timeout, _expire, waiter)
+        # A deadline, not `wait_for`: no task per `recv`; and nothing is taken
+        # from the inbox before the wait is over, so a timeout loses nothing.
+        deadline = None if timeout is None else loop.time() + timeout
+        if deadline is not None:
+            self._deadlines[waiter] = deadline
+            self._arm(loop, deadline)
         try:
             while not self._inbox:
                 await waiter
                 if not self._inbox:  # woken, but another `recv` took it first
+                    self._deadlines.pop(waiter, None)
                     waiter = loop.create_future()
                     self._getters.appendleft(waiter)
-                    if timer is not None:
-                        timer.cancel()
-                        timer = loop.call_at(timer.when(), _expire, waiter)
+                    if deadline is not None:
+                        self._deadlines[waiter] = deadline
         except BaseException:
             with contextlib.suppress(ValueError):
                 self._getters.remove(waiter)
@@ -291,8 +299,36 @@ class _Session(Generic[S, R]):
                 self._wake()
             raise
         finally:
+            self._deadlines.pop(waiter, None)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        """Make the session's timer run by `deadline`.
+
+        One timer serves every `recv` of the session: a `recv` that ends in
+        time leaves it armed, and when it runs it expires the waits that are
+        due and arms itself for the next deadline, if any. A stream of
+        messages each received well within its timeout thus costs no timer
+        each (a loop timer is a heap push and a cancelled entry).
+        """
+        timer = self._timer
+        if timer is None or timer.when() > deadline:
             if timer is not None:
                 timer.cancel()
+            self._timer = loop.call_at(deadline, self._expire_due)
+
+    def _expire_due(self) -> None:
+        """The session's timer: the waits past their deadline are over, with nothing for them."""
+        self._timer = None
+        if not self._deadlines:
+            return
+        loop = asyncio.get_running_loop()
+        due = loop.time() + _CLOCK_RESOLUTION
+        later = [deadline for deadline in self._deadlines.values() if deadline > due]
+        for waiter, deadline in list(self._deadlines.items()):
+            if deadline <= due and not waiter.done():
+                waiter.set_exception(asyncio.TimeoutError())
+        if later:
+            self._arm(loop, min(later))
 
     def _wake(self) -> None:
         """Wake the first `recv` still waiting: the inbox holds something."""
@@ -436,6 +472,9 @@ class _Session(Generic[S, R]):
         logger.warning("ending the stream with %s for a bad message: %s", self, error)
 
     async def _stop_reading(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if self._reader is not None and not self._reader.done():
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
