@@ -48,6 +48,7 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import functools
 import json
 import multiprocessing
 import os
@@ -104,9 +105,19 @@ def node_id(process: int, agent: int) -> str:
     return f"load-{process}-{agent:04d}"
 
 
+@functools.cache
+def _template() -> ShardCommand:
+    return sample_command()
+
+
 def command_for(node: str) -> ShardCommand:
-    """The sample command, for a shard id of the node's own."""
-    command = sample_command()
+    """The sample command, for a shard id of the node's own.
+
+    Made from one template, as a control plane makes its commands from what
+    it holds: the planes' figures are the stream's and the codec's, not the
+    sample's construction.
+    """
+    command = _template()
     return attrs.evolve(command, spec=attrs.evolve(command.spec, shard_id=f"{node}-new"))
 
 
