@@ -56,6 +56,8 @@ def test_every_plane_serves_every_agent_on_a_connection_of_its_own(tmp_path: Pat
         assert figures["peak_rss_mib_per_1000_agents"] >= 0
         assert "ratio_to_raw" in figures  # None when this few agents cost too little to tell
     assert report["target_met"] in (True, False, None)
+    parts = report["codec_and_sessions"]  # None when this few agents cost too little to tell
+    assert parts is None or (len(parts) == 2 and all(part > 0 for part in parts))
 
 
 @pytest.mark.slow
