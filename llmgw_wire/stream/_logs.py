@@ -9,6 +9,7 @@ stream of bad messages through as a few lines with a count.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import TYPE_CHECKING, Final
 
@@ -21,6 +22,7 @@ __all__ = [
     "EscapingFilter",
     "FirstLines",
     "Throttle",
+    "escaped_traceback",
     "printable",
 ]
 
@@ -41,7 +43,12 @@ def printable(text: str) -> str:
 
 
 class EscapingFilter(logging.Filter):
-    """Makes every argument of a record printable (numbers are left as they are)."""
+    """Makes every argument of a record printable (numbers are left as they are).
+
+    A record with a traceback gets it formatted here, each exception's text
+    made printable: an exception raised by a control plane's `handle` may
+    quote what a peer sent, and its text ends the traceback as it is.
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
@@ -49,7 +56,61 @@ class EscapingFilter(logging.Filter):
             record.args = tuple(
                 arg if isinstance(arg, (int, float)) else printable(str(arg)) for arg in args
             )
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+            # A formatter uses the text it finds, as it would its own.
+            record.exc_text = escaped_traceback(record.exc_info[1])
         return True
+
+
+# The most exceptions of a chain (causes and contexts) looked into for their text.
+_CHAIN_AT_MOST: Final = 64
+
+
+def escaped_traceback(error: BaseException) -> str:
+    """`error`'s traceback as logging formats it, with each exception's text made printable.
+
+    The traceback's own lines (frames, source lines, the chain's headers) come
+    from the program; what an exception says may come from a peer. Each text
+    that is not printable is replaced by its escaped form where the traceback
+    quotes it.
+    """
+    text = logging.Formatter().formatException((type(error), error, error.__traceback__))
+    seen: set[int] = set()
+    pending: list[BaseException] = [error]
+    while pending and len(seen) < _CHAIN_AT_MOST:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        try:
+            said = str(current)
+        except Exception:  # an exception whose text fails: the traceback says so itself
+            said = ""
+        notes = getattr(current, "__notes__", None)
+        for quoted in (said, *(notes if isinstance(notes, list) else ())):
+            if isinstance(quoted, str) and quoted and not quoted.isprintable():
+                # Its backslashes doubled: `sub` reads a replacement's escapes.
+                escaped = printable(quoted).replace("\\", "\\\\")
+                text = _quoted(quoted).sub(escaped, text)
+        group = getattr(current, "exceptions", None)  # an exception group's members
+        linked = (
+            current.__cause__,
+            current.__context__,
+            *(group if isinstance(group, tuple) else ()),
+        )
+        pending.extend(e for e in linked if isinstance(e, BaseException))
+    # What is left unprintable within a line (a carriage return, an escape
+    # sequence) is nothing the traceback's own structure needs.
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def _quoted(text: str) -> re.Pattern[str]:
+    """`text` as a traceback quotes it.
+
+    Inside an exception group, each of its lines after the first begins with
+    the group's margin (spaces and bars).
+    """
+    return re.compile(r"\n[ |]*".join(re.escape(line) for line in text.split("\n")))
 
 
 class Throttle:

@@ -13,6 +13,7 @@ import pytest
 
 from llmgw_wire import Ack, Heartbeat, Registration, ShardReport, State
 from llmgw_wire.codec.envelope import encode_envelope
+from llmgw_wire.errors import StatusCode
 from llmgw_wire.stream import (
     REFUSED_COMMAND,
     AgentSession,
@@ -471,3 +472,28 @@ async def agent_exchange(
     except StreamError as exc:
         return got, exc
     return got, None
+
+
+def test_a_newline_in_a_failing_handlers_error_cannot_forge_a_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A control plane's `handle` fails with an error that quotes the peer: its
+    # traceback is logged, and the quote must not start a line of its own.
+    forged = "gpu-node-017\nCRITICAL llmgw_wire.stream: forged"
+
+    async def control_plane(session: ControlSession) -> None:
+        registration = await session.recv(timeout=WAIT)
+        assert isinstance(registration, Registration)
+        raise ValueError(f"cannot adopt {registration.node.id}")
+
+    async def main() -> None:
+        async with serving(Recording(control_plane)) as server:
+            _, error = await agent_exchange(target(server), as_node(sample_registration(), forged))
+            assert error is not None
+            assert error.code is StatusCode.INTERNAL
+
+    run(main)
+    text = caplog.text
+    assert "Traceback (most recent call last)" in text
+    assert "ValueError: cannot adopt gpu-node-017\\nCRITICAL llmgw_wire.stream: forged" in text
+    assert "\nCRITICAL llmgw_wire.stream: forged" not in text

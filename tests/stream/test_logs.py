@@ -1,0 +1,56 @@
+"""`escaped_traceback`: a traceback whose exceptions quote a peer stays the program's lines."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from llmgw_wire.stream._logs import escaped_traceback
+
+FORGED = "node-1\nCRITICAL llmgw_wire.stream: forged"
+
+
+def _raised(error: BaseException) -> BaseException:
+    try:
+        raise error
+    except BaseException as exc:
+        return exc
+
+
+def test_every_exception_of_a_chain_is_escaped() -> None:
+    try:
+        try:
+            raise KeyError(FORGED)
+        except KeyError as inner:
+            raise RuntimeError(f"adopting {FORGED}") from inner
+    except RuntimeError as exc:
+        text = escaped_traceback(exc)
+    assert "\nCRITICAL" not in text
+    assert "RuntimeError: adopting node-1\\nCRITICAL" in text
+    assert "direct cause" in text  # the chain's own lines are kept as they are
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="notes and groups are Python 3.11's")
+def test_notes_and_group_members_are_escaped() -> None:
+    member = _raised(ValueError(FORGED))
+    member.add_note(f"seen from {FORGED}")  # type: ignore[attr-defined,unused-ignore]
+    group = _raised(ExceptionGroup("several", [member]))  # type: ignore[name-defined,unused-ignore]  # noqa: F821
+    text = escaped_traceback(group)
+    assert "\nCRITICAL" not in text
+    assert "seen from node-1\\nCRITICAL" in text
+
+
+def test_a_carriage_return_or_an_escape_sequence_is_escaped_too() -> None:
+    text = escaped_traceback(_raised(ValueError("node-1\rCRITICAL \x1b[31mred")))
+    assert "ValueError: node-1\\rCRITICAL \\x1b[31mred" in text
+    assert "\r" not in text
+    assert "\x1b" not in text
+
+
+def test_a_printable_traceback_is_logging_s_own() -> None:
+    import logging
+
+    error = _raised(ValueError("plain"))
+    expected = logging.Formatter().formatException((ValueError, error, error.__traceback__))
+    assert escaped_traceback(error) == expected
