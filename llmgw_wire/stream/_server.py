@@ -165,7 +165,7 @@ class Server:
         self.plane = plane
         self._metrics = metrics
         self._limits = limits
-        # Sessions that may not have registered yet (pruned as they register).
+        # The sessions that have not registered yet: each leaves as it registers or ends.
         self._waiting: set[ControlSession] = set()
         # Calls over the cap come as fast as a client makes them: a line per interval.
         self._over_cap_log = Throttle()
@@ -281,6 +281,7 @@ class Server:
         )
         session.certificate = certificate
         session._metrics = self._metrics
+        session._on_registered = self._waiting.discard
         return session
 
     async def _serve(self, _requests: object, context: grpc.aio.ServicerContext[Any, Any]) -> None:
@@ -363,10 +364,7 @@ class Server:
 
     def _room_to_register(self, session: ControlSession) -> bool:
         """Whether `session` may wait for its registration; if so, it is counted."""
-        cap = self._limits.max_unregistered_calls
-        if len(self._waiting) >= cap:
-            self._waiting = {s for s in self._waiting if not s.registered.is_set()}
-        if len(self._waiting) >= cap:
+        if len(self._waiting) >= self._limits.max_unregistered_calls:
             return False
         self._waiting.add(session)
         return True

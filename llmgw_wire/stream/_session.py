@@ -673,6 +673,8 @@ class ControlSession(_Session[FromControl, FromAgent]):
         self._check_node_id = check_node_id
         self._end_call = end
         self.registered = asyncio.Event()
+        # What the server does once the first registration is accepted.
+        self._on_registered: Callable[[ControlSession], None] | None = None
         self._started = StreamMetrics.now()
 
     def __str__(self) -> str:
@@ -696,7 +698,9 @@ class ControlSession(_Session[FromControl, FromAgent]):
             self.node_id = value.node.id
             if not self.registered.is_set():
                 self._metrics.registration(StreamMetrics.now() - self._started)
-            self.registered.set()
+                self.registered.set()
+                if self._on_registered is not None:
+                    self._on_registered(self)
         return super()._accept(value)
 
     def _refusal(self, value: FromAgent) -> StreamError | None:
