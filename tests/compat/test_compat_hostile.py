@@ -253,6 +253,14 @@ def test_a_file_name_cannot_forge_a_ci_command_or_paint_the_terminal(error_forma
     assert "\\n::error file=x.proto::forged\\x1b[31m.proto" in out
 
 
+def test_github_actions_annotations_cannot_paint_the_log() -> None:
+    finding = compat.Finding("a\x1b[31m.proto", 1, 1, "RULE", "bad\r\nline\x9b2J\x07")
+    out = compat.render([finding], "github-actions")
+    assert out.count("\n") == 1
+    assert out.startswith("::error file=a\\x1b[31m.proto,")
+    assert out.endswith("::RULE: bad%0D%0Aline\\x9b2J\\x07\n")
+
+
 def test_a_proto_named_with_a_newline_stays_one_line(
     folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
