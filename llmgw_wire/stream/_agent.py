@@ -255,6 +255,11 @@ def _gives_up(error: StreamError, answered: bool) -> bool:
     return error.code is StatusCode.INVALID_ARGUMENT and not answered
 
 
+def _answered(sessions: list[AgentSession]) -> bool:
+    """Whether the control plane answered anything on the round's session."""
+    return any(session.received > 0 for session in sessions)
+
+
 async def _unless_stopped(stopped: asyncio.Event, work: Awaitable[T]) -> tuple[bool, T | None]:
     """Run `work` unless `stopped` is set first (then cancel it): (done, its result)."""
     task = asyncio.ensure_future(work)
@@ -348,6 +353,7 @@ async def keep_connected(
     attempt = 0
     stopped = stop or asyncio.Event()
     while not stopped.is_set():
+        # The round's session, once connected: whether the plane answered is its count.
         sessions: list[AgentSession] = []
         ended: StreamError | DecodeError | None = None
         address, options = await targets.current()
@@ -371,7 +377,7 @@ async def keep_connected(
             if give_up_unauthenticated:
                 raise
         except StreamError as exc:
-            if _gives_up(exc, answered=any(session.received > 0 for session in sessions)):
+            if _gives_up(exc, answered=_answered(sessions)):
                 raise
             ended = exc
             logger.warning("the stream to %s ended: %s", address, exc)
@@ -384,8 +390,7 @@ async def keep_connected(
         if stopped.is_set():
             break
         metrics.reconnect(reason_of(ended))
-        answered = any(session.received > 0 for session in sessions)
-        attempt = 0 if answered else attempt + 1
+        attempt = 0 if _answered(sessions) else attempt + 1
         moved = moves_on(ended)
         if moved:
             targets.advance()
