@@ -714,6 +714,14 @@ def load() -> str:
             f"({library['cpu_us_per_heartbeat']:.1f} µs each), and those agents' connections "
             f"take about {library['peak_rss_mib_per_1000_agents']:.0f} MiB per 1,000.",
         ]
+        parts = data.get("codec_and_sessions")
+        if parts:
+            codec, sessions = parts
+            out[-1] += (
+                f" Of that ratio, the codec called inline on the floor accounts for "
+                f"{codec:.2f}x (raw+codec over raw), and the stream's sessions for "
+                f"{sessions:.2f}x (the library over raw+codec)."
+            )
     return "\n".join(out) + "\n"
 
 
