@@ -291,8 +291,9 @@ def _str_map(container: Any) -> FrozenMap:
     if hasattr(container, "add"):
         # A map read as its entries (how `decode` parses maps, so that an
         # entry with an unknown field keeps its key, as Go's runtime does):
-        # a later entry for the same key wins.
-        return FrozenMap._owning({entry.key: entry.value for entry in container})
+        # a later entry for the same key wins. Sliced first: the container
+        # has no iterator of its own, and a slice is one C call.
+        return FrozenMap._owning({entry.key: entry.value for entry in container[:]})
     return FrozenMap._owning({key: container[key] for key in container})
 
 
