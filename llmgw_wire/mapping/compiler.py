@@ -288,13 +288,19 @@ _NO_MAP = FrozenMap()
 def _str_map(container: Any) -> FrozenMap:
     if not container:
         return _NO_MAP
+    # Loops, not comprehensions: a comprehension is a function call of its own.
+    items = {}
     if hasattr(container, "add"):
         # A map read as its entries (how `decode` parses maps, so that an
         # entry with an unknown field keeps its key, as Go's runtime does):
         # a later entry for the same key wins. Sliced first: the container
         # has no iterator of its own, and a slice is one C call.
-        return FrozenMap._owning({entry.key: entry.value for entry in container[:]})
-    return FrozenMap._owning({key: container[key] for key in container})
+        for entry in container[:]:
+            items[entry.key] = entry.value
+    else:
+        for key in container:
+            items[key] = container[key]
+    return FrozenMap._owning(items)
 
 
 class _Namespace:
