@@ -18,13 +18,7 @@ from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, seri
 from llmgw_wire.codec.classes import betterproto2_classes, not_top_level
 from llmgw_wire.codec.diagnose import diagnose
 from llmgw_wire.codec.from_upb import build
-from llmgw_wire.codec.limits import (
-    COUNT_FIRST_ABOVE,
-    DEFAULT_MAX_ITEMS,
-    DEFAULT_MAX_SIZE,
-    check_items,
-    item_budget,
-)
+from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, check_items, item_budget
 from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
 from llmgw_wire.codec.varint64 import over_64_bits
 from llmgw_wire.errors import DecodeError
@@ -110,8 +104,10 @@ def parse(
     # Every element of a repeated field or map takes at least one byte of the
     # input, so an input of at most its budget in bytes cannot be over it.
     counted = len(raw) > item_budget(len(raw), max_items)
-    if counted and len(raw) > COUNT_FIRST_ABOVE:
-        # The skeleton's count is the parsed message's: once done, not again.
+    if counted:
+        # Before the real parse builds the elements, and cheaper than a count
+        # of them once built. The skeleton's count is the parsed message's:
+        # once done, not again.
         counted = not _counted_first(raw, name, max_items)
     message = _parse_as(DECODE_CLASSES[name], raw, name)
     if counted:
@@ -125,9 +121,9 @@ def parse(
 def _counted_first(raw: bytes, name: str, max_items: int) -> bool:
     """Count the elements of `raw` on a skeleton, before the real parse; False if it could not.
 
-    The skeleton reads repeated messages as bytes and parses them one by one
-    as it counts; one that upb cannot read is left to the real parse, which
-    refuses it and says where.
+    The skeleton reads repeated messages as bytes, and the count parses them
+    as it goes (`llmgw_wire.codec.limits.check_items`); bytes that upb cannot
+    read are left to the real parse, which refuses them and says where.
     """
     skeleton = _parse_as(SKELETONS[name], raw, name)
     try:
