@@ -18,7 +18,13 @@ from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, seri
 from llmgw_wire.codec.classes import betterproto2_classes, not_top_level
 from llmgw_wire.codec.diagnose import diagnose
 from llmgw_wire.codec.from_upb import build
-from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, check_items, item_budget
+from llmgw_wire.codec.limits import (
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_MAX_SIZE,
+    ITEMS_ANY_SIZE,
+    check_items,
+    item_budget,
+)
 from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
 from llmgw_wire.codec.varint64 import over_64_bits
 from llmgw_wire.errors import DecodeError
@@ -96,14 +102,19 @@ def parse(
     max_items: int = DEFAULT_MAX_ITEMS,
 ) -> Any:
     """Parse `data` strictly as the upb message `name`, within the limits; `DecodeError` if not."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
+    if type(data) is bytes:  # the usual input, as it is: no copy
+        raw = data
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        raw = bytes(data)
+    else:
         raise TypeError(f"expected bytes, got {type(data).__name__}")
-    raw = bytes(data)
-    if len(raw) > max_size:
-        raise DecodeError(name, f"{len(raw)} bytes is over the limit of {max_size}")
+    size = len(raw)
+    if size > max_size:
+        raise DecodeError(name, f"{size} bytes is over the limit of {max_size}")
     # Every element of a repeated field or map takes at least one byte of the
-    # input, so an input of at most its budget in bytes cannot be over it.
-    counted = len(raw) > item_budget(len(raw), max_items)
+    # input, so an input of at most its budget in bytes cannot be over it (and
+    # none of at most `ITEMS_ANY_SIZE` or `max_items` bytes, the budget's floor).
+    counted = (size > ITEMS_ANY_SIZE or size > max_items) and size > item_budget(size, max_items)
     if counted:
         # Before the real parse builds the elements, and cheaper than a count
         # of them once built. The skeleton's count is the parsed message's:
@@ -111,7 +122,7 @@ def parse(
         counted = not _counted_first(raw, name, max_items)
     message = _parse_as(DECODE_CLASSES[name], raw, name)
     if counted:
-        check_items(message, name, max_items, len(raw))
+        check_items(message, name, max_items, size)
     problem = over_64_bits(raw, message.DESCRIPTOR)
     if problem is not None:
         raise DecodeError(name, problem.reason, problem.path)
@@ -134,9 +145,8 @@ def _counted_first(raw: bytes, name: str, max_items: int) -> bool:
 
 
 def _parse_as(message_class: type[Message], raw: bytes, name: str) -> Any:
-    message = message_class()
     try:
-        message.ParseFromString(raw)
+        message = message_class.FromString(raw)
     except _PbDecodeError as exc:
         # upb says only that something is wrong; the scanner says what and where.
         problem = diagnose(raw, CLASSES[name].DESCRIPTOR)
