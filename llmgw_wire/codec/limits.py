@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import message_factory
 
-from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
+from llmgw_wire.codec.schema import CLASSES, COUNTED, DECODE_CLASSES, SKELETONS
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping.compiler import exec_generated
 
@@ -349,8 +349,12 @@ def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
     """By parsed message class (`CLASSES`, `DECODE_CLASSES`, `SKELETONS`): its unrolled count."""
     if any(_recursive(d) for d in _REAL):
         return {}  # a message that holds itself: `_count` alone, with its stop
+    # A field's elements, joined, are parsed as the skeleton's message with
+    # only the fields that hold elements (`COUNTED`): the rest are skipped.
+    counted = _all_descriptors(cls.DESCRIPTOR for cls in COUNTED.values())
     namespace: dict[str, Any] = {
-        f"_parse_{_quick_name(name)}": cls.FromString for name, cls in _SKELETON_BY_NAME.items()
+        f"_parse_{_quick_name(d.full_name)}": message_factory.GetMessageClass(d).FromString
+        for d in counted
     }
     namespace["_merged"] = _merged
     sources = {f"<llmgw_wire generated count {d.full_name}>": _quick_count_source(d) for d in _REAL}
