@@ -202,3 +202,23 @@ def refusal(data: bytes, **kwargs: int) -> str:
     with pytest.raises(DecodeError) as info:
         decode(data, Registration, **kwargs)
     return str(info.value)
+
+
+@pytest.mark.parametrize("budget", [5, 4], ids=["within", "over"])
+def test_a_string_that_is_not_utf8_is_refused_in_the_same_words_when_counted(budget: int) -> None:
+    """The count skips a GPU's strings unread; the real parse does not.
+
+    Within the budget, the words are the real parse's, as for the input
+    uncounted. Over it (two GPUs and the second's three NVLink peers, over a
+    budget of four), the count refuses it first, in its own words: both are
+    true of these bytes.
+    """
+    data = ld(14, vi(1, 1) + ld(3, b"\xff\xfe")) + ld(14, vi(1, 2) + ld(12, b"\x01\x02\x03"))
+    assert len(data) > item_budget(len(data), budget)  # counted
+    if budget == 5:
+        assert refusal(data, max_items=budget) == refusal(data)
+        assert refusal(data).endswith("at `$.gpus[0].name`")
+    else:
+        assert refusal(data, max_items=budget).endswith(
+            "elements of repeated fields and maps is over the limit of 4"
+        )
