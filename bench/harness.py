@@ -2,7 +2,12 @@
 
 Each repetition times one batch of calls per contender, in an order rotated by
 one each repetition, so that drift in the machine (frequency, other load)
-spreads evenly over the contenders instead of landing on whichever ran last.
+spreads evenly over the contenders instead of landing on whichever ran last,
+and reversed every other repetition, so that each contender runs right after
+each other one as often as before it: a batch of a few large calls is timed
+with what the previous contender left in the caches, and a rotation alone
+would always put the same contender after the lightest one and another after
+the one that warms the caches for it.
 The figure reported is the median over repetitions of the time per call. The
 garbage collector is off while timing (and run between repetitions), so a
 collection triggered by one contender's garbage is not charged to another.
@@ -107,7 +112,10 @@ def run(groups: list[Group], repetitions: int, batch_ns: int) -> list[Timing]:
             gc.collect()
             for row in timings:
                 shift = rep % len(row)
-                for timing in row[shift:] + row[:shift]:
+                order = row[shift:] + row[:shift]
+                if rep % 2:
+                    order.reverse()
+                for timing in order:
                     elapsed, cpu = _batch(timing.contender.call, timing.number)
                     timing.samples.append(elapsed / timing.number)
                     timing.cpu_samples.append(cpu / timing.number)

@@ -1,7 +1,7 @@
 """Keeping Python's full garbage collections from walking a control plane's adopted fleet.
 
 A control plane keeps what it adopts: a `Registration` per agent, tens of
-tracked objects each (65 for the 8-GPU sample), millions for a large fleet.
+tracked objects each (59 for the 8-GPU sample), millions for a large fleet.
 With the collector's default settings every full collection walks all of
 them again, and during a registration
 storm (a whole fleet registering at once, after a failover) full collections

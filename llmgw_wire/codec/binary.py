@@ -19,9 +19,9 @@ from llmgw_wire.codec.classes import betterproto2_classes, not_top_level
 from llmgw_wire.codec.diagnose import diagnose
 from llmgw_wire.codec.from_upb import build
 from llmgw_wire.codec.limits import (
-    COUNT_FIRST_ABOVE,
     DEFAULT_MAX_ITEMS,
     DEFAULT_MAX_SIZE,
+    ITEMS_ANY_SIZE,
     check_items,
     item_budget,
 )
@@ -102,20 +102,27 @@ def parse(
     max_items: int = DEFAULT_MAX_ITEMS,
 ) -> Any:
     """Parse `data` strictly as the upb message `name`, within the limits; `DecodeError` if not."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
+    if type(data) is bytes:  # the usual input, as it is: no copy
+        raw = data
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        raw = bytes(data)
+    else:
         raise TypeError(f"expected bytes, got {type(data).__name__}")
-    raw = bytes(data)
-    if len(raw) > max_size:
-        raise DecodeError(name, f"{len(raw)} bytes is over the limit of {max_size}")
+    size = len(raw)
+    if size > max_size:
+        raise DecodeError(name, f"{size} bytes is over the limit of {max_size}")
     # Every element of a repeated field or map takes at least one byte of the
-    # input, so an input of at most its budget in bytes cannot be over it.
-    counted = len(raw) > item_budget(len(raw), max_items)
-    if counted and len(raw) > COUNT_FIRST_ABOVE:
-        # The skeleton's count is the parsed message's: once done, not again.
+    # input, so an input of at most its budget in bytes cannot be over it (and
+    # none of at most `ITEMS_ANY_SIZE` or `max_items` bytes, the budget's floor).
+    counted = (size > ITEMS_ANY_SIZE or size > max_items) and size > item_budget(size, max_items)
+    if counted:
+        # Before the real parse builds the elements, and cheaper than a count
+        # of them once built. The skeleton's count is the parsed message's:
+        # once done, not again.
         counted = not _counted_first(raw, name, max_items)
     message = _parse_as(DECODE_CLASSES[name], raw, name)
     if counted:
-        check_items(message, name, max_items, len(raw))
+        check_items(message, name, max_items, size)
     problem = over_64_bits(raw, message.DESCRIPTOR)
     if problem is not None:
         raise DecodeError(name, problem.reason, problem.path)
@@ -125,9 +132,9 @@ def parse(
 def _counted_first(raw: bytes, name: str, max_items: int) -> bool:
     """Count the elements of `raw` on a skeleton, before the real parse; False if it could not.
 
-    The skeleton reads repeated messages as bytes and parses them one by one
-    as it counts; one that upb cannot read is left to the real parse, which
-    refuses it and says where.
+    The skeleton reads repeated messages as bytes, and the count parses them
+    as it goes (`llmgw_wire.codec.limits.check_items`); bytes that upb cannot
+    read are left to the real parse, which refuses them and says where.
     """
     skeleton = _parse_as(SKELETONS[name], raw, name)
     try:
@@ -138,9 +145,8 @@ def _counted_first(raw: bytes, name: str, max_items: int) -> bool:
 
 
 def _parse_as(message_class: type[Message], raw: bytes, name: str) -> Any:
-    message = message_class()
     try:
-        message.ParseFromString(raw)
+        message = message_class.FromString(raw)
     except _PbDecodeError as exc:
         # upb says only that something is wrong; the scanner says what and where.
         problem = diagnose(raw, CLASSES[name].DESCRIPTOR)

@@ -5,7 +5,9 @@ empty element of a repeated field is two bytes on the wire and a whole object
 in memory), so `decode` bounds both the input's size and its elements: every
 element of every repeated field (messages, strings and numbers, packed or
 not) and every map entry, at any depth, counts against one budget, checked
-before the real parse of a large input and before any domain value is built.
+before the real parse of an input that could be over it (which alone costs
+upb ~130 bytes of memory per input byte of empty elements), on a skeleton
+parse that reads repeated messages as bytes.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import message_factory
 
-from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
+from llmgw_wire.codec.schema import CLASSES, COUNTED, DECODE_CLASSES, SKELETONS
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping.compiler import exec_generated
 
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BYTES_PER_ITEM",
-    "COUNT_FIRST_ABOVE",
     "DEFAULT_MAX_ITEMS",
     "DEFAULT_MAX_SIZE",
     "ITEMS_ANY_SIZE",
@@ -61,11 +62,10 @@ ITEMS_ANY_SIZE = 10_000
 #: Realistic messages have at least twice as many bytes per element.
 BYTES_PER_ITEM = 16
 
-#: Inputs larger than this are counted on a skeleton parse (repeated messages
-#: as bytes) before the real parse, which alone costs upb ~130 bytes of memory
-#: per input byte of empty elements. Below it, that cost is small and the
-#: count runs on the parsed message.
-COUNT_FIRST_ABOVE = 64 * 1024
+#: The most bytes of elements that the count of a skeleton parses as one (their
+#: merge): a registration of 1,000 GPUs at once, a larger input a chunk at a
+#: time, so that what the count holds besides the skeleton stays bounded.
+MERGE_BYTES = 256 * 1024
 
 
 class _Plan:
@@ -172,7 +172,8 @@ def check_items(message: Any, name: str, max_items: int, size: int | None = None
     """
     budget = max_items if size is None else item_budget(size, max_items)
     quick = _QUICK_COUNTS.get(type(message))
-    if quick is not None and quick(message, budget) <= budget:
+    at_most = DEFAULT_MAX_SIZE if size is None else size  # bytes, for a skeleton's count
+    if quick is not None and quick(message, budget, at_most) <= budget:
         return
     items, complete = _count(message, budget)
     if items <= budget:
@@ -247,71 +248,135 @@ def _recursive(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
     )
 
 
-def _flat(full_name: str) -> bool:
-    """Whether a message's elements are all counted by `len`, no element looked into."""
-    plan = _PLANS[full_name]
-    fields = _DESCRIPTORS[full_name].fields_by_name
-    return not plan.nested and all(_flat(fields[n].message_type.full_name) for n in plan.singular)
+def _mergeable(descriptor: Any) -> bool:
+    """Whether the elements of a repeated field of this type count the same when parsed as one.
+
+    The bytes of several messages, one after the other, parse as their merge:
+    repeated fields and maps joined, singular sub-messages merged in turn, so
+    the merge holds the elements of every one of them. A oneof keeps one
+    member of the merge: where a member can hold elements, the elements are
+    parsed and counted one by one instead (`_count`).
+    """
+    for field in descriptor.fields:
+        sub = field.message_type
+        if sub is None or not _leads_to_items(sub):
+            continue
+        if field.containing_oneof is not None or not _mergeable(sub):
+            return False
+    return True
 
 
 def _skeleton_count_source(descriptor: Any) -> str | None:
-    """`k_<Message>(m, budget)`: the elements of a skeleton, each element parsed in turn.
+    """`k_<Message>(m, budget, size)`: the elements of a skeleton of at most `size` bytes.
 
-    Only for a message whose elements hold no elements of their own to look
-    into (a registration's GPUs, say), so that the elements parsed are at
-    most its own, counted first: past the budget, no element is parsed.
+    A repeated message field of a skeleton holds its elements' bytes: they
+    are counted on their merge (`_merged`), in one parse for the whole field
+    rather than one per element. The count stops once over `budget`: a
+    field's elements are looked into only while the count so far is within
+    it, so that an input of many elements is refused on its outer count
+    alone. None for a message with a oneof member that holds elements, in a
+    merged element or nested deeper.
     """
     plan = _PLANS[descriptor.full_name]
     fields = descriptor.fields_by_name
-    if not all(_flat(element) for _, element in plan.nested) or not all(
-        _flat(fields[name].message_type.full_name) for name in plan.singular
+    singular = [(name, fields[name].message_type) for name in plan.singular]
+    if not all(_mergeable(_DESCRIPTORS[element]) for _, element in plan.nested) or not all(
+        _mergeable(sub) for _, sub in singular
     ):
         return None
     own = " + ".join(f"len(m.{name})" for name in plan.repeated) or "0"
-    # `map` is lazy: one element parsed at a time, counted, then dropped.
-    terms = [
-        f"sum(map({_quick_name(element)}, map(_parse_{_quick_name(element)}, m.{name})))"
+    lines = [f"def {_skeleton_name(descriptor.full_name)}(m, budget, size):", f"    n = {own}"]
+    inner = [
+        (
+            f"m.{name}",
+            f"_merged({_skeleton_name(element)}, _parse_{_quick_name(element)}, m.{name},"
+            " budget - n, size)",
+        )
         for name, element in plan.nested
     ]
-    terms += [
-        f"({_quick_name(fields[name].message_type.full_name)}(m.{name})"
-        f" if m.HasField({name!r}) else 0)"
-        for name in plan.singular
+    inner += [
+        (f"m.HasField({name!r})", f"{_skeleton_name(sub.full_name)}(m.{name}, budget - n, size)")
+        for name, sub in singular
     ]
-    rest = " + ".join(terms) or "0"
-    name = "k_" + _quick_name(descriptor.full_name)
-    return (
-        f"def {name}(m, budget):\n    n = {own}\n"
-        f"    if n > budget:\n        return n\n    return n + {rest}\n"
-    )
+    for present, count in inner:
+        lines += [
+            "    if n > budget:",
+            "        return n",
+            f"    if {present}:",
+            f"        n += {count}",
+        ]
+    lines.append("    return n")
+    return "\n".join(lines) + "\n"
 
 
-def _quick_counts() -> dict[type, Callable[[Any, int], int]]:
+def _merged(
+    count: Callable[[Any, int, int], int],
+    parse: Callable[[bytes], Any],
+    elements: Any,
+    budget: int,
+    size: int,
+) -> int:
+    """`count` of `elements`, the bytes of a skeleton's messages of one type, on their merge.
+
+    Joined and parsed as one message: all at once when the skeleton's `size`
+    is at most `MERGE_BYTES`, else a chunk of about that many bytes at a
+    time, stopping once over `budget`, so that what the merge holds stays
+    bounded and an input over its budget is not read to its end.
+    """
+    if size <= MERGE_BYTES:
+        data = b"".join(elements[:])
+        return count(parse(data), budget, len(data))
+    n = held = 0
+    chunk: list[bytes] = []
+    for element in elements:
+        chunk.append(element)
+        held += len(element)
+        if held >= MERGE_BYTES:
+            n += count(parse(b"".join(chunk)), budget - n, held)
+            if n > budget:
+                return n
+            chunk, held = [], 0
+    if chunk:
+        n += count(parse(b"".join(chunk)), budget - n, held)
+    return n
+
+
+def _skeleton_name(full_name: str) -> str:
+    return "k_" + _quick_name(full_name)
+
+
+def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
     """By parsed message class (`CLASSES`, `DECODE_CLASSES`, `SKELETONS`): its unrolled count."""
     if any(_recursive(d) for d in _REAL):
         return {}  # a message that holds itself: `_count` alone, with its stop
+    # A field's elements, joined, are parsed as the skeleton's message with
+    # only the fields that hold elements (`COUNTED`): the rest are skipped.
+    counted = _all_descriptors(cls.DESCRIPTOR for cls in COUNTED.values())
     namespace: dict[str, Any] = {
-        f"_parse_{_quick_name(name)}": cls.FromString for name, cls in _SKELETON_BY_NAME.items()
+        f"_parse_{_quick_name(d.full_name)}": message_factory.GetMessageClass(d).FromString
+        for d in counted
     }
+    namespace["_merged"] = _merged
     sources = {f"<llmgw_wire generated count {d.full_name}>": _quick_count_source(d) for d in _REAL}
-    for name, cls in SKELETONS.items():
-        source = _skeleton_count_source(cls.DESCRIPTOR)
+    for d in _REAL:
+        source = _skeleton_count_source(d)
         if source is not None:
-            sources[f"<llmgw_wire generated skeleton count {name}>"] = source
+            sources[f"<llmgw_wire generated skeleton count {d.full_name}>"] = source
     exec_generated(sources, namespace)
-    out: dict[type, Callable[[Any, int], int]] = {}
+    out: dict[type, Callable[[Any, int, int], int]] = {}
     for name, cls in SKELETONS.items():
-        if f"k_{_quick_name(name)}" in namespace:
-            out[cls] = namespace[f"k_{_quick_name(name)}"]
+        # Every count a `k_` calls is written too: its types are all `_mergeable`.
+        if _skeleton_name(name) in namespace:
+            out[cls] = namespace[_skeleton_name(name)]
     for classes in (CLASSES, DECODE_CLASSES):
         for name, cls in classes.items():
             out[cls] = _ignoring_budget(namespace[_quick_name(name)])
     return out
 
 
-def _ignoring_budget(count: Callable[[Any], int]) -> Callable[[Any, int], int]:
+def _ignoring_budget(count: Callable[[Any], int]) -> Callable[[Any, int, int], int]:
     # A parsed message is counted whole: upb has already spent what it holds.
-    return lambda message, _budget: count(message)
+    return lambda message, _budget, _size: count(message)
 
 
 _DESCRIPTORS = {d.full_name: d for d in _REAL}

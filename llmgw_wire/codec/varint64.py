@@ -66,6 +66,8 @@ def suspect(data: bytes) -> bool:
     number's ten bytes end in 0x01, and pass); chunked, overlapping by nine
     bytes, so that the copy stays small.
     """
+    if data.isascii():
+        return False  # no byte with its high bit set: a shard report, a heartbeat
     if len(data) <= _CHUNK:
         return _SUSPECT in data.translate(_CLASS)
     return any(

@@ -288,12 +288,32 @@ _NO_MAP = FrozenMap()
 def _str_map(container: Any) -> FrozenMap:
     if not container:
         return _NO_MAP
+    # Loops, not comprehensions: a comprehension is a function call of its own.
+    items = {}
     if hasattr(container, "add"):
         # A map read as its entries (how `decode` parses maps, so that an
         # entry with an unknown field keeps its key, as Go's runtime does):
-        # a later entry for the same key wins.
-        return FrozenMap._owning({entry.key: entry.value for entry in container})
-    return FrozenMap._owning({key: container[key] for key in container})
+        # a later entry for the same key wins. Sliced first: the container
+        # has no iterator of its own, and a slice is one C call.
+        for entry in container[:]:
+            items[entry.key] = entry.value
+    else:
+        for key in container:
+            items[key] = container[key]
+    return FrozenMap._owning(items)
+
+
+#: The most values a table of interned values holds: it starts again when full,
+#: so that distinct values do not grow it without bound.
+INTERNED_MAX = 4096
+
+
+def _intern(
+    table: dict[tuple[object, ...], object], key: tuple[object, ...], value: object
+) -> None:
+    if len(table) >= INTERNED_MAX:
+        table.clear()
+    table[key] = value
 
 
 class _Namespace:
@@ -314,10 +334,12 @@ class _Namespace:
             "_leader_addr": rules.leader_addr,
             "_leader_endpoint": leader_endpoint,
             "_str_map": _str_map,
+            "_intern": _intern,
             "_new": object.__new__,
         }
         self._consts: dict[int, str] = {}
         self._setters: dict[tuple[type, str], str] = {}
+        self._interned: dict[type, str] = {}
 
     def const(self, value: object) -> str:
         key = id(value)
@@ -340,6 +362,12 @@ class _Namespace:
             slot = inspect.getattr_static(domain, attr)
             self._setters[key] = self.named(f"_set_{domain.__name__}_{attr}", slot.__set__)
         return self._setters[key]
+
+    def interned(self, domain: type) -> str:
+        """The global table of the `domain` values built so far, by their wire fields."""
+        if domain not in self._interned:
+            self._interned[domain] = self.named(f"_interned_{domain.__name__}", {})
+        return self._interned[domain]
 
     def _unused(self, name: str) -> str:
         if name not in self.globals:
@@ -486,7 +514,10 @@ class StructureGen:
             value = expr
             if isinstance(rule, rules.Embedded):
                 local = f"_{var}_{rule.attr}"
-                inner = self.built(rule.domain, local, indent + ("    " if rule.present_if else ""))
+                deeper = indent + ("    " if rule.present_if else "")
+                inner = self.interned(rule.domain, local, deeper)
+                if inner is None:
+                    inner = self.built(rule.domain, local, deeper)
                 if inner is not None:
                     value = local
                     if rule.present_if:
@@ -497,6 +528,32 @@ class StructureGen:
             setter = self.ns.setter(domain, rule.attr)
             lines.append(f"{indent}{setter}({var}, {self.converted(domain, rule.attr, value)})")
         return lines
+
+    def interned(self, domain: type, var: str, indent: str) -> list[str] | None:
+        """`built`, for a value of scalars alone: equal values share one object; None if not.
+
+        The value's wire fields are its key in a table of the values built so
+        far (bounded: `_intern`), so that a GPU's fabric, the same for every
+        GPU of an NVLink domain, is one object and one set of strings for
+        them all: fewer objects for the garbage collector to walk, less memory.
+        The values are frozen, so sharing one is not seen but by `is`.
+        """
+        rules_ = self.ns.pairs[domain].rules
+        if not all(type(rule) is rules.Scalar for rule in rules_):
+            return None
+        inner = self.built(domain, var, indent + "    ")
+        if inner is None:
+            return None
+        fields = [rule.structure_expr(self) for rule in rules_]
+        key = ", ".join(fields) + ("," if len(fields) == 1 else "")
+        table = self.ns.interned(domain)
+        return [
+            f"{indent}{var}_key = ({key})",
+            f"{indent}{var} = {table}.get({var}_key)",
+            f"{indent}if {var} is None:",
+            *inner,
+            f"{indent}    _intern({table}, {var}_key, {var})",
+        ]
 
 
 class UnstructureGen:

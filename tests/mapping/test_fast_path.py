@@ -29,6 +29,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmgw_wire import (
+    GPU,
     DecodeError,
     EncodeError,
     Node,
@@ -41,9 +42,10 @@ from llmgw_wire import (
 )
 from llmgw_wire.codec import wire_class
 from llmgw_wire.codec._guard import reaches_map as _reaches_map
+from llmgw_wire.codec.binary import compiled_upb
 from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.mapping import pair_for
-from llmgw_wire.mapping.compiler import _positional, _settable
+from llmgw_wire.mapping.compiler import INTERNED_MAX, _positional, _settable
 from llmgw_wire.mapping.rules import Embedded, Message, Messages, Repeated, Scalar
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
@@ -399,3 +401,41 @@ def test_every_generated_builder_has_a_file_name_of_its_own() -> None:
     assert len(names) == len(functions)
     for fn in functions:
         assert linecache.getline(fn.__code__.co_filename, 1).startswith(f"def {fn.__name__}(m):")
+
+
+def test_equal_fabrics_are_one_object_and_unequal_ones_are_not() -> None:
+    """A GPU's fabric, the same for every GPU of an NVLink domain, is built once and shared."""
+    value = sample_registration()
+    gpus = value.node.gpus
+    fabrics = [gpu.fabric for gpu in gpus if gpu.fabric is not None]
+    assert len(fabrics) > 1
+    assert len(set(fabrics)) == 1  # the sample's cards share one fabric
+    other = attrs.evolve(fabrics[0], clique_id=fabrics[0].clique_id + "-other")
+    gpus = (*gpus, attrs.evolve(gpus[0], index=len(gpus), fabric=other))
+    value = attrs.evolve(value, node=attrs.evolve(value.node, gpus=gpus))
+    for decoded in (
+        decode(encode(value), Registration),
+        converter.structure(converter.unstructure(value), Registration),
+    ):
+        assert decoded == value
+        shared = [gpu.fabric for gpu in decoded.node.gpus if gpu.fabric == fabrics[0]]
+        assert len(shared) == len(fabrics)
+        assert all(fabric is shared[0] for fabric in shared)
+        assert decoded.node.gpus[-1].fabric == other
+        assert decoded.node.gpus[-1].fabric is not shared[0]
+
+
+def test_the_table_of_shared_values_is_bounded() -> None:
+    """Distinct fabrics, one per GPU, never hold more than `INTERNED_MAX` of them."""
+    gpu = sample_registration().node.gpus[0]
+    assert gpu.fabric is not None
+    gpus = tuple(
+        attrs.evolve(gpu, index=n, fabric=attrs.evolve(gpu.fabric, clique_id=str(n)))
+        for n in range(INTERNED_MAX + 10)
+    )
+    value = attrs.evolve(
+        sample_registration(), node=attrs.evolve(sample_registration().node, gpus=gpus)
+    )
+    assert decode(encode(value), Registration) == value
+    table = compiled_upb().structure[GPU].__globals__["_interned_GPUFabric"]
+    assert 0 < len(table) <= INTERNED_MAX
