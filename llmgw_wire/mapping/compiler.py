@@ -36,6 +36,7 @@ import attrs
 from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.domain.reconciler import leader_endpoint
 from llmgw_wire.mapping import rules
+from llmgw_wire.mapping.secrets import SECRET_ATTRIBUTES
 from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
 
 if TYPE_CHECKING:
@@ -536,10 +537,13 @@ class StructureGen:
         far (bounded: `_intern`), so that a GPU's fabric, the same for every
         GPU of an NVLink domain, is one object and one set of strings for
         them all: fewer objects for the garbage collector to walk, less memory.
-        The values are frozen, so sharing one is not seen but by `is`.
+        The values are frozen, so sharing one is not seen but by `is`. A value
+        with a secret is never kept in a table: it lives no longer than its message.
         """
         rules_ = self.ns.pairs[domain].rules
         if not all(type(rule) is rules.Scalar for rule in rules_):
+            return None
+        if any(owner is domain for owner, _ in SECRET_ATTRIBUTES):
             return None
         inner = self.built(domain, var, indent + "    ")
         if inner is None:

@@ -439,3 +439,16 @@ def test_the_table_of_shared_values_is_bounded() -> None:
     assert decode(encode(value), Registration) == value
     table = compiled_upb().structure[GPU].__globals__["_interned_GPUFabric"]
     assert 0 < len(table) <= INTERNED_MAX
+
+
+def test_a_value_with_a_secret_is_never_kept_in_a_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Were a fabric's field a secret, fabrics would be built afresh, never shared."""
+    from llmgw_wire.codec.schema import CLASSES as UPB_CLASSES
+    from llmgw_wire.domain import GPUFabric
+    from llmgw_wire.mapping import SECRET_ATTRIBUTES, STATE_NUMBERS, compiler
+
+    secret = frozenset({*SECRET_ATTRIBUTES, (GPUFabric, "clique_id")})
+    monkeypatch.setattr(compiler, "SECRET_ATTRIBUTES", secret)
+    compiled = compiler.compile_backend(compiler.Upb(UPB_CLASSES, dict(STATE_NUMBERS)))
+    assert "_interned_GPUFabric" not in compiled.structure[GPU].__globals__
+    assert "_interned_GPUFabric" in compiled_upb().structure[GPU].__globals__
