@@ -1,19 +1,28 @@
 """Install the built wheel in fresh environments, at the floors and at the newest, and smoke it.
 
-Two resolutions of the runtime requirements, each in a new virtual environment
-under `build/resolutions/`:
+Three resolutions, each in a new virtual environment under `build/resolutions/`:
 
 * `floors`: every runtime dependency at its declared floor, through a
   constraints file made from the wheel's own `Requires-Dist`
   (`build/resolutions/floors.txt`);
-* `newest`: the newest releases the requirements allow.
+* `newest`: the newest releases the requirements allow, the extras' too;
+* `extras-floors`: every extra's requirements at their floors
+  (`build/resolutions/extras-floors.txt`), and everything else as pip
+  resolves it: an extra's floor may need more than a runtime floor
+  (grpcio-reflection 1.85.1 needs grpcio >= 1.85.1, above grpcio's 1.84), so
+  the extras' floors are not tried together with the runtime floors. A
+  requirement whose marker does not hold on this Python (tomli, for Python
+  3.10) is not installed here.
 
-In each, `scripts/smoke.py` runs outside the checkout (encode/decode, a stream
-exchange on loopback, a store save and load), and the environment must hold no
-grpclib: the core package does not install it (it is the `grpclib` extra).
+Each environment first installs the wheel alone: it must hold no grpclib, h2
+or hypothesis (the core package does not install them), and `scripts/smoke.py`
+runs outside the checkout (encode/decode, a stream exchange on loopback, a
+store save and load). Where the resolution has the extras, it then installs
+`llmgw-wire[every extra]` and runs `scripts/smoke.py` with their names: each
+extra's own smoke (its table `EXTRAS`; an extra without one fails).
 
 Usage: `python scripts/resolutions.py` builds the wheel into `build/resolutions/dist`
-and runs both; `--wheel PATH` takes a built one, and `--only floors` runs one.
+and runs all three; `--wheel PATH` takes a built one, and `--only floors` runs one.
 """
 
 from __future__ import annotations
@@ -24,17 +33,33 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import venv
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+if TYPE_CHECKING:
+    from email.message import Message
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "resolutions"
 SMOKE = ROOT / "scripts" / "smoke.py"
-RESOLUTIONS = ("floors", "newest")
+# Each resolution: the requirements it pins at their floors ("runtime", "extras"
+# or none), whether it installs the extras too, and what it is, for the output.
+RESOLUTIONS = {
+    "floors": ("runtime", False, "every runtime requirement at its floor"),
+    "newest": ("", True, "every requirement, the extras' too, at the newest"),
+    "extras-floors": (
+        "extras",
+        True,
+        "every extra's requirements at their floors, the rest as pip resolves them",
+    ),
+}
 # Installed by no runtime requirement of the core package.
 ABSENT = ("grpclib", "h2", "hypothesis")
 
@@ -52,13 +77,24 @@ def build_wheel(out: Path) -> Path:
     return wheel
 
 
-def runtime_requirements(wheel: Path) -> list[Requirement]:
-    """The wheel's `Requires-Dist` lines that hold without an extra."""
+def metadata(wheel: Path) -> Message:
+    """The wheel's `METADATA`."""
     with zipfile.ZipFile(wheel) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
-        metadata = email.parser.Parser().parsestr(archive.read(name).decode())
-    requirements = [Requirement(line) for line in metadata.get_all("Requires-Dist") or []]
-    return [r for r in requirements if r.marker is None or r.marker.evaluate({"extra": ""})]
+        return email.parser.Parser().parsestr(archive.read(name).decode())
+
+
+def requirements(wheel: Path, extra: str = "") -> list[Requirement]:
+    """The wheel's `Requires-Dist` lines that hold on this Python without an extra.
+
+    With `extra`, those the extra adds: they hold with it and not without it.
+    """
+    found = [Requirement(line) for line in metadata(wheel).get_all("Requires-Dist") or []]
+
+    def holds(requirement: Requirement, with_extra: str) -> bool:
+        return requirement.marker is None or requirement.marker.evaluate({"extra": with_extra})
+
+    return [r for r in found if holds(r, extra) and not (extra and holds(r, ""))]
 
 
 def floors(requirements: list[Requirement]) -> dict[str, str]:
@@ -82,25 +118,22 @@ def _run(*args: str | Path, cwd: Path | None = None) -> str:
     return done.stdout
 
 
-def resolve(name: str, wheel: Path, constraints: Path | None) -> dict[str, str]:
-    """Install the wheel into a fresh environment, smoke it; return what was installed."""
-    env = OUT / f"venv-{name}"
-    if env.exists():
-        shutil.rmtree(env)
-    venv.EnvBuilder(with_pip=True).create(env)
-    python = env / "bin" / "python"
+def _install(python: Path, target: str, constraints: Path | None) -> dict[str, str]:
+    """`pip install` `target` under `constraints`; every package installed, by version."""
     constrain = ["-c", str(constraints)] if constraints else []
     _run(
-        python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *constrain, wheel
+        python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *constrain, target
     )
-    installed: dict[str, str] = {
+    return {
         canonicalize_name(line.split("==")[0]): line.split("==")[1]
         for line in _run(python, "-m", "pip", "freeze", "--all").splitlines()
         if "==" in line
     }
-    present = [m for m in ABSENT if m in installed]
-    if present:
-        sys.exit(f"resolutions: {name}: the core package installed {', '.join(present)}")
+
+
+def _smoke(name: str, env: Path, *extras: str) -> None:
+    """Run `scripts/smoke.py` (with `extras`) outside the checkout, on the installed package."""
+    python = env / "bin" / "python"
     with tempfile.TemporaryDirectory() as elsewhere:
         # Outside the checkout, so that `llmgw_wire` is the installed one.
         where = _run(
@@ -108,7 +141,24 @@ def resolve(name: str, wheel: Path, constraints: Path | None) -> dict[str, str]:
         )
         if not where.startswith(str(env)):
             sys.exit(f"resolutions: {name}: llmgw_wire came from {where.strip()}, not {env}")
-        print(_run(python, SMOKE, cwd=Path(elsewhere)), end="")
+        print(_run(python, SMOKE, *extras, cwd=Path(elsewhere)), end="", flush=True)
+
+
+def resolve(name: str, wheel: Path, constraints: Path | None, extras: list[str]) -> dict[str, str]:
+    """Install the wheel in a fresh environment, then with `extras`, smoking each; what is there."""
+    env = OUT / f"venv-{name}"
+    if env.exists():
+        shutil.rmtree(env)
+    venv.EnvBuilder(with_pip=True).create(env)
+    python = env / "bin" / "python"
+    installed = _install(python, str(wheel), constraints)
+    present = [m for m in ABSENT if m in installed]
+    if present:
+        sys.exit(f"resolutions: {name}: the core package installed {', '.join(present)}")
+    _smoke(name, env)
+    if extras:
+        installed = _install(python, f"{wheel}[{','.join(extras)}]", constraints)
+        _smoke(name, env, *extras)
     return installed
 
 
@@ -120,19 +170,34 @@ def main() -> int:
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     wheel = args.wheel or build_wheel(OUT / "dist")
-    requirements = runtime_requirements(wheel)
-    wanted = floors(requirements)
-    constraints = OUT / "floors.txt"
-    constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(wanted.items())))
+    extras = metadata(wheel).get_all("Provides-Extra") or []
+    runtime = floors(requirements(wheel))
+    extra_floors = floors([r for extra in extras for r in requirements(wheel, extra)])
     for name in [args.only] if args.only else RESOLUTIONS:
-        print(f"resolutions: {name}: {wheel.name} in a fresh environment")
-        installed = resolve(name, wheel, constraints if name == "floors" else None)
-        if name == "floors":
-            wrong = {n: installed.get(n) for n, v in wanted.items() if installed.get(n) != v}
-            if wrong:
-                sys.exit(f"resolutions: floors: not at the floor: {wrong} (wanted {wanted})")
-        versions = ", ".join(f"{n} {installed[n]}" for n in sorted(wanted))
-        print(f"resolutions: {name}: passed with {versions}; no {', '.join(ABSENT)} installed")
+        started = time.monotonic()
+        pins, with_extras, what = RESOLUTIONS[name]
+        wanted = {"runtime": runtime, "extras": extra_floors}.get(pins, {})
+        constraints = None
+        if wanted:
+            constraints = OUT / f"{name}.txt"
+            constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(wanted.items())))
+        target = f"{wheel.name}[{','.join(extras)}]" if with_extras else wheel.name
+        print(f"resolutions: {name}: {target} in a fresh environment, {what}", flush=True)
+        installed = resolve(name, wheel, constraints, extras if with_extras else [])
+        wrong = {
+            n: installed.get(n)
+            for n, v in wanted.items()
+            if n not in installed or Version(installed[n]) != Version(v)
+        }
+        if wrong:
+            sys.exit(f"resolutions: {name}: not at the floor: {wrong} (wanted {wanted})")
+        shown = [*runtime, *(extra_floors if with_extras else ())]
+        versions = ", ".join(f"{n} {installed[n]}" for n in sorted(shown))
+        print(
+            f"resolutions: {name}: passed in {time.monotonic() - started:.0f} s with {versions}; "
+            f"the core alone installed no {', '.join(ABSENT)}",
+            flush=True,
+        )
     return 0
 
 
