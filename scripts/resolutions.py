@@ -10,9 +10,12 @@ Three resolutions, each in a new virtual environment under `build/resolutions/`:
   (`build/resolutions/extras-floors.txt`), and everything else as pip
   resolves it: an extra's floor may need more than a runtime floor
   (grpcio-reflection 1.85.1 needs grpcio >= 1.85.1, above grpcio's 1.84), so
-  the extras' floors are not tried together with the runtime floors. A
-  requirement whose marker does not hold on this Python (tomli, for Python
-  3.10) is not installed here.
+  the extras' floors are not tried together with the runtime floors.
+
+The environments are made with the interpreter running the script, or the one
+`--python` names: a requirement whose marker does not hold on that Python is
+not installed (the `schema` extra's tomli, on Python 3.10 alone: `--python
+python3.10` tries it).
 
 Each environment first installs the wheel alone: it must hold no grpclib, h2
 or hypothesis (the core package does not install them), and `scripts/smoke.py`
@@ -22,7 +25,8 @@ store save and load). Where the resolution has the extras, it then installs
 extra's own smoke (its table `EXTRAS`; an extra without one fails).
 
 Usage: `python scripts/resolutions.py` builds the wheel into `build/resolutions/dist`
-and runs all three; `--wheel PATH` takes a built one, and `--only floors` runs one.
+and runs all three; `--wheel PATH` takes a built one, `--only floors` runs one, and
+`--python python3.10` makes the environments with that interpreter.
 """
 
 from __future__ import annotations
@@ -34,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import venv
 import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -57,7 +60,8 @@ RESOLUTIONS = {
     "extras-floors": (
         "extras",
         True,
-        "every extra's requirements at their floors, the rest as pip resolves them",
+        "every extra's requirements at their floors, the rest as pip resolves them "
+        "(an extra's floor may need more than a runtime floor)",
     ),
 }
 # Installed by no runtime requirement of the core package.
@@ -84,15 +88,17 @@ def metadata(wheel: Path) -> Message:
         return email.parser.Parser().parsestr(archive.read(name).decode())
 
 
-def requirements(wheel: Path, extra: str = "") -> list[Requirement]:
-    """The wheel's `Requires-Dist` lines that hold on this Python without an extra.
+def requirements(wheel: Path, python: str, extra: str = "") -> list[Requirement]:
+    """The wheel's `Requires-Dist` lines that hold on Python `python` (X.Y.Z) without an extra.
 
     With `extra`, those the extra adds: they hold with it and not without it.
     """
     found = [Requirement(line) for line in metadata(wheel).get_all("Requires-Dist") or []]
+    version = {"python_full_version": python, "python_version": ".".join(python.split(".")[:2])}
 
     def holds(requirement: Requirement, with_extra: str) -> bool:
-        return requirement.marker is None or requirement.marker.evaluate({"extra": with_extra})
+        marker = requirement.marker
+        return marker is None or marker.evaluate({**version, "extra": with_extra})
 
     return [r for r in found if holds(r, extra) and not (extra and holds(r, ""))]
 
@@ -144,12 +150,14 @@ def _smoke(name: str, env: Path, *extras: str) -> None:
         print(_run(python, SMOKE, *extras, cwd=Path(elsewhere)), end="", flush=True)
 
 
-def resolve(name: str, wheel: Path, constraints: Path | None, extras: list[str]) -> dict[str, str]:
+def resolve(
+    name: str, wheel: Path, constraints: Path | None, extras: list[str], interpreter: str
+) -> dict[str, str]:
     """Install the wheel in a fresh environment, then with `extras`, smoking each; what is there."""
     env = OUT / f"venv-{name}"
     if env.exists():
         shutil.rmtree(env)
-    venv.EnvBuilder(with_pip=True).create(env)
+    _run(interpreter, "-m", "venv", env)
     python = env / "bin" / "python"
     installed = _install(python, str(wheel), constraints)
     present = [m for m in ABSENT if m in installed]
@@ -167,12 +175,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--wheel", type=Path, help="a built wheel (default: build one)")
     parser.add_argument("--only", choices=RESOLUTIONS, help="run one resolution")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter of the environments (default: this one's)",
+    )
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     wheel = args.wheel or build_wheel(OUT / "dist")
     extras = metadata(wheel).get_all("Provides-Extra") or []
-    runtime = floors(requirements(wheel))
-    extra_floors = floors([r for extra in extras for r in requirements(wheel, extra)])
+    python = _run(args.python, "-c", "import platform; print(platform.python_version())").strip()
+    runtime = floors(requirements(wheel, python))
+    extra_floors = floors([r for extra in extras for r in requirements(wheel, python, extra)])
     for name in [args.only] if args.only else RESOLUTIONS:
         started = time.monotonic()
         pins, with_extras, what = RESOLUTIONS[name]
@@ -182,8 +196,8 @@ def main() -> int:
             constraints = OUT / f"{name}.txt"
             constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(wanted.items())))
         target = f"{wheel.name}[{','.join(extras)}]" if with_extras else wheel.name
-        print(f"resolutions: {name}: {target} in a fresh environment, {what}", flush=True)
-        installed = resolve(name, wheel, constraints, extras if with_extras else [])
+        print(f"resolutions: {name}: {target} on Python {python}, {what}", flush=True)
+        installed = resolve(name, wheel, constraints, extras if with_extras else [], args.python)
         wrong = {
             n: installed.get(n)
             for n, v in wanted.items()
