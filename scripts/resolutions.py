@@ -17,12 +17,12 @@ The environments are made with the interpreter running the script, or the one
 not installed (the `schema` extra's tomli, on Python 3.10 alone: `--python
 python3.10` tries it).
 
-Each environment first installs the wheel alone: it must hold no grpclib, h2
-or hypothesis (the core package does not install them), and `scripts/smoke.py`
+`floors` and `newest` install the wheel alone: it must bring no grpclib, h2 or
+hypothesis (the core package does not install them), and `scripts/smoke.py`
 runs outside the checkout (encode/decode, a stream exchange on loopback, a
-store save and load). Where the resolution has the extras, it then installs
-`llmgw-wire[every extra]` and runs `scripts/smoke.py` with their names: each
-extra's own smoke (its table `EXTRAS`; an extra without one fails).
+store save and load). `newest`, then, and `extras-floors` install
+`llmgw-wire[every extra]` and run `scripts/smoke.py` with the extras' names:
+each extra's own smoke (its table `EXTRAS`; an extra without one fails).
 
 Usage: `python scripts/resolutions.py` builds the wheel into `build/resolutions/dist`
 and runs all three; `--wheel PATH` takes a built one, `--only floors` runs one, and
@@ -53,13 +53,15 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "resolutions"
 SMOKE = ROOT / "scripts" / "smoke.py"
 # Each resolution: the requirements it pins at their floors ("runtime", "extras"
-# or none), whether it installs the extras too, and what it is, for the output.
+# or none), what it installs and smokes in turn (the wheel alone, the wheel with
+# every extra), and what it is, for the output. The wheel alone in
+# `extras-floors` would be the same as in `newest`: no runtime requirement is pinned.
 RESOLUTIONS = {
-    "floors": ("runtime", False, "every runtime requirement at its floor"),
-    "newest": ("", True, "every requirement, the extras' too, at the newest"),
+    "floors": ("runtime", ("core",), "every runtime requirement at its floor"),
+    "newest": ("", ("core", "extras"), "every requirement, the extras' too, at the newest"),
     "extras-floors": (
         "extras",
-        True,
+        ("extras",),
         "every extra's requirements at their floors, the rest as pip resolves them "
         "(an extra's floor may need more than a runtime floor)",
     ),
@@ -151,21 +153,25 @@ def _smoke(name: str, env: Path, *extras: str) -> None:
 
 
 def resolve(
-    name: str, wheel: Path, constraints: Path | None, extras: list[str], interpreter: str
+    name: str, wheel: Path, constraints: Path | None, steps: list[list[str]], interpreter: str
 ) -> dict[str, str]:
-    """Install the wheel in a fresh environment, then with `extras`, smoking each; what is there."""
+    """In a fresh environment, install the wheel with each step's extras and smoke them.
+
+    A step without extras is the wheel alone, which must install nothing of `ABSENT`.
+    Returns what is installed after the last step.
+    """
     env = OUT / f"venv-{name}"
     if env.exists():
         shutil.rmtree(env)
     _run(interpreter, "-m", "venv", env)
     python = env / "bin" / "python"
-    installed = _install(python, str(wheel), constraints)
-    present = [m for m in ABSENT if m in installed]
-    if present:
-        sys.exit(f"resolutions: {name}: the core package installed {', '.join(present)}")
-    _smoke(name, env)
-    if extras:
-        installed = _install(python, f"{wheel}[{','.join(extras)}]", constraints)
+    installed: dict[str, str] = {}
+    for extras in steps:
+        target = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+        installed = _install(python, target, constraints)
+        present = [m for m in ABSENT if m in installed]
+        if present and not extras:
+            sys.exit(f"resolutions: {name}: the core package installed {', '.join(present)}")
         _smoke(name, env, *extras)
     return installed
 
@@ -189,7 +195,8 @@ def main() -> int:
     extra_floors = floors([r for extra in extras for r in requirements(wheel, python, extra)])
     for name in [args.only] if args.only else RESOLUTIONS:
         started = time.monotonic()
-        pins, with_extras, what = RESOLUTIONS[name]
+        pins, installs, what = RESOLUTIONS[name]
+        with_extras = "extras" in installs
         wanted = {"runtime": runtime, "extras": extra_floors}.get(pins, {})
         constraints = None
         if wanted:
@@ -197,7 +204,8 @@ def main() -> int:
             constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(wanted.items())))
         target = f"{wheel.name}[{','.join(extras)}]" if with_extras else wheel.name
         print(f"resolutions: {name}: {target} on Python {python}, {what}", flush=True)
-        installed = resolve(name, wheel, constraints, extras if with_extras else [], args.python)
+        steps = [extras if step == "extras" else [] for step in installs]
+        installed = resolve(name, wheel, constraints, steps, args.python)
         wrong = {
             n: installed.get(n)
             for n, v in wanted.items()
@@ -207,11 +215,9 @@ def main() -> int:
             sys.exit(f"resolutions: {name}: not at the floor: {wrong} (wanted {wanted})")
         shown = [*runtime, *(extra_floors if with_extras else ())]
         versions = ", ".join(f"{n} {installed[n]}" for n in sorted(shown))
-        print(
-            f"resolutions: {name}: passed in {time.monotonic() - started:.0f} s with {versions}; "
-            f"the core alone installed no {', '.join(ABSENT)}",
-            flush=True,
-        )
+        alone = f"; the wheel alone installed no {', '.join(ABSENT)}" if "core" in installs else ""
+        seconds = time.monotonic() - started
+        print(f"resolutions: {name}: passed in {seconds:.0f} s with {versions}{alone}", flush=True)
     return 0
 
 
