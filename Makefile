@@ -187,8 +187,8 @@ dist: $(STAMP)
 
 ## resolutions: the wheel of `make dist` in three fresh venvs: every runtime dependency
 ## at its declared floor; everything at its newest, every extra too; every extra's
-## requirements at their floors (the rest as pip resolves it). Each runs scripts/smoke.py
-## on the wheel alone, then one smoke per extra where the extras are installed
+## requirements at their floors (the rest as pip resolves it). scripts/smoke.py runs on
+## the wheel alone, and one smoke per extra where the extras are installed
 resolutions: dist
 	$(BIN)/python scripts/resolutions.py --wheel dist/llmgw_wire-*.whl
 
