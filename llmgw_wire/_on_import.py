@@ -2,7 +2,7 @@
 
 `llmgw_wire.domain` and `llmgw_wire.v1` say, as their last statement, that
 they have been imported. The testing kit waits for it to register its
-hypothesis strategies for their classes (`llmgw_wire.testing._registry`):
+hypothesis strategies for their classes (`llmgw_wire.testing._hook`):
 so the runtime never imports the testing kit, and a process that imports
 hypothesis, but neither of these, pays nothing for them. Nothing waits in a
 process that has not imported hypothesis.
