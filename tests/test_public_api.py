@@ -236,7 +236,6 @@ SURFACE: dict[str, list[str]] = {
         "law_cases",
         "llmgw_wire_converter",
         "pytest_addoption",
-        "pytest_configure",
         "pytest_generate_tests",
     ],
     "llmgw_wire.testing.strategies": [

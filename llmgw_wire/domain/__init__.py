@@ -7,6 +7,7 @@ finds on its host), `inventory` (the control plane's nodes), `reconciler`
 `FrozenMap` is the immutable mapping that holds their maps.
 """
 
+from llmgw_wire import _on_import
 from llmgw_wire.domain._values import FrozenMap
 from llmgw_wire.domain.discovery import (
     GPU,
@@ -52,3 +53,5 @@ __all__ = [
     "StopCommand",
     "Storage",
 ]
+
+_on_import.imported(__name__)

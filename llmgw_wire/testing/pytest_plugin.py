@@ -2,11 +2,12 @@
 
 pytest loads it by itself wherever llmgw-wire is installed (entry point
 `pytest11`, name `llmgw_wire`); it needs the `testing` extra (hypothesis),
-and without it does nothing. `-p no:llmgw_wire` turns it off. It gives:
+and without it does nothing. `-p no:llmgw_wire` turns it off. Loading it
+imports neither hypothesis nor the strategies, so a run pays for them only
+when a test uses them (`st.from_type` of the library's types draws its
+strategies without the plugin: hypothesis registers them itself, see
+`llmgw_wire.testing.strategies.register_strategies`). It gives:
 
-* **strategies registered with hypothesis**: `st.from_type(wire.Compute)`,
-  and `st.from_type` of every domain model and `llmgw_wire.v1` class, draws
-  only values that cross the wire (`strategies.register_strategies`);
 * the fixture **`llmgw_wire_law`**: a test that takes it runs once per law
   and domain model (`test_laws[domain_bytes_domain-GPU]`, ...), each a
   `LawCase` whose `run(converter)` checks the law with hypothesis, under
@@ -55,7 +56,6 @@ __all__ = [
     "law_cases",
     "llmgw_wire_converter",
     "pytest_addoption",
-    "pytest_configure",
     "pytest_generate_tests",
 ]
 
@@ -172,12 +172,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="the cattrs converter the llmgw_wire laws check (default: the library's)",
     )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Register the strategies with hypothesis, when it is installed."""
-    if _have_hypothesis():
-        importlib.import_module("llmgw_wire.testing.strategies")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

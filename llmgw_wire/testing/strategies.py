@@ -31,6 +31,11 @@ two imports)::
 `domain_values(T, **options)` gives the strategy for any domain model `T`,
 `wire_messages(T, **options)` the `llmgw_wire.v1` messages that decode to it,
 and `mutated_bytes(T)` corrupted bytes for what reads from the network.
+
+`st.from_type` of the library's types draws these strategies without this
+module being imported first: hypothesis registers them when it is imported,
+and imports this module the first time one is asked for
+(`register_strategies`).
 """
 
 from __future__ import annotations
@@ -74,7 +79,6 @@ from llmgw_wire.domain import (
 from llmgw_wire.errors import Redacted
 from llmgw_wire.mapping import (
     ENVELOPES,
-    PAIRS,
     STATE_MODELS,
     STATE_NUMBERS,
     Envelope,
@@ -92,6 +96,7 @@ from llmgw_wire.mapping.rules import (
     Scalar,
     StateEnum,
 )
+from llmgw_wire.testing import _registry
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -774,6 +779,11 @@ def shard_specs(*, compute: bool | None = None) -> SearchStrategy[ShardSpec]:
     )
 
 
+def _carried_shard_specs(*, compute: bool | None = False) -> SearchStrategy[ShardSpec]:
+    """`shard_specs`, by default those a `StartShard` can carry: `domain_values(ShardSpec)`."""
+    return shard_specs(compute=compute)
+
+
 @st.composite
 def _commands(draw: st.DrawFn) -> ShardCommand:
     spec = draw(shard_specs(compute=False))
@@ -858,29 +868,10 @@ def acks() -> SearchStrategy[Ack]:
 
 # --- by type, and on the wire ---------------------------------------------------------------
 
+# Which function draws which model is `_registry`'s table, which hypothesis reads
+# without importing this module.
 _BY_TYPE: dict[type, Callable[..., SearchStrategy[Any]]] = {
-    Host: hosts,
-    GPUFabric: gpu_fabrics,
-    GPUHealth: gpu_healths,
-    MIGDevice: mig_devices,
-    GPU: gpus,
-    IMEX: imexes,
-    LocalWeights: local_weights,
-    Storage: storages,
-    FabricAttachment: fabric_attachments,
-    Inventory: inventories,
-    Node: nodes,
-    Compute: computes,
-    AdoptedShard: adopted_shards,
-    Registration: registrations,
-    Adapter: adapters,
-    Profile: profiles,
-    ShardSpec: lambda *, compute=False: shard_specs(compute=compute),
-    ShardCommand: shard_commands,
-    StopCommand: stop_commands,
-    ShardReport: shard_reports,
-    Heartbeat: heartbeats,
-    Ack: acks,
+    model: globals()[name] for model, name in _registry.model_strategies().items()
 }
 
 
@@ -1120,28 +1111,22 @@ def mutated_bytes(cls: type[Any], *, max_mutations: int = 3) -> SearchStrategy[b
 # --- registered with hypothesis ----------------------------------------------------
 
 
-def _models_by_wire_class() -> dict[type, type]:
-    """By `llmgw_wire.v1` class: the domain model whose values its messages carry whole.
-
-    A message some models share (`GPU` with its parts, `Register` with
-    `Node`, `StartShard` with `ShardSpec`) comes last in the mapping's pairs
-    with the model that holds all of it.
-    """
-    classes = betterproto2_classes()
-    return {classes[pair.wire]: pair.domain for pair in PAIRS}
-
-
 def register_strategies() -> None:
     """Make these strategies hypothesis's own for the library's types, for `st.from_type`.
 
-    After it, `st.from_type(T)` (and `st.builds` of a class with `T`
-    attributes, and `@given(x=...)` inferred from annotations) draws
-    `domain_values(T)` for every domain model `T`, `states()` for `State`,
-    `wire_messages(T)` for the `llmgw_wire.v1` class of `T`, and
-    `agent_messages()` / `control_messages()` for the envelopes: only values
-    that cross the wire. Importing this module runs it (the pytest plugin
-    of `llmgw_wire.testing.pytest_plugin` imports it); running it again
-    changes nothing.
+    `st.from_type(T)` (and `st.builds` of a class with `T` attributes, and
+    `@given(x=...)` inferred from annotations) draws `domain_values(T)` for
+    every domain model `T`, `states()` for `State`, `wire_messages(T)` for
+    the `llmgw_wire.v1` class of `T`, and `agent_messages()` /
+    `control_messages()` for the envelopes: only values that cross the wire.
+
+    There is seldom a need to call it: hypothesis registers the same
+    strategies when it is imported (the library's `hypothesis` entry point),
+    each resolved, and this module imported, the first time hypothesis is
+    asked for its type. Calling it registers them all at once, over any
+    other strategy registered for these types (a project's own included);
+    running it again changes nothing. Where hypothesis's plugins are turned
+    off (`HYPOTHESIS_NO_PLUGINS`), importing this module runs it.
 
     Example::
 
@@ -1152,15 +1137,19 @@ def register_strategies() -> None:
         def test_computes_cross_the_wire(compute):
             assert wire.decode(wire.encode(compute), wire.Compute) == compute
     """
-    from llmgw_wire.v1 import AgentMessage, ControlMessage
-
-    for model in _BY_TYPE:
-        st.register_type_strategy(model, domain_values(model))
-    st.register_type_strategy(State, states())
-    for wire, model in _models_by_wire_class().items():
-        st.register_type_strategy(wire, wire_messages(model))
-    st.register_type_strategy(AgentMessage, agent_messages())
-    st.register_type_strategy(ControlMessage, control_messages())
+    for cls in _registry.registered():
+        st.register_type_strategy(cls, _registered_strategy(cls))
 
 
-register_strategies()
+@functools.cache
+def _registered_strategy(cls: type) -> SearchStrategy[Any]:
+    """The strategy hypothesis draws for `cls`, one of the types of `_registry.registered()`."""
+    drawn = _registry.registered()[cls]
+    make = globals()[drawn.strategy]
+    return make() if drawn.model is None else make(drawn.model)  # type: ignore[no-any-return]
+
+
+# Hypothesis registered a resolver for each of these types when it was imported
+# (`_registry`), unless its plugins are turned off: then they are registered here.
+if not _registry.with_resolver:
+    register_strategies()

@@ -17,6 +17,7 @@ v1.X)` (upb, within its limits), and a grpclib service takes
 `llmgw_wire.stream.grpclib_codec.WireCodec`, which does.
 """
 
+from llmgw_wire import _on_import
 from llmgw_wire._gen.llmgw.v1 import *  # noqa: F403
 from llmgw_wire._gen.llmgw.v1 import __all__ as __all__
 from llmgw_wire._gen.message_pool import default_message_pool as _pool
@@ -27,3 +28,5 @@ _redact_reprs(
     {url.removeprefix("type.googleapis.com/"): cls for url, cls in _pool.url_to_type.items()},
     _SECRET_FIELDS,
 )
+
+_on_import.imported(__name__)

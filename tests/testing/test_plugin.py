@@ -14,19 +14,23 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import llmgw_wire as wire
 from llmgw_wire.codec import converter, decode, encode
 from llmgw_wire.codec.cattrs_converter import betterproto2_classes
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE
+from llmgw_wire.testing import _registry
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import LAWS
 from llmgw_wire.testing.pytest_plugin import check_laws, law_cases
+
+if TYPE_CHECKING:
+    from hypothesis.strategies import SearchStrategy
 
 DOCS = Path(__file__).parents[2] / "docs"
 
@@ -132,6 +136,15 @@ def test_check_laws_takes_a_value_of_the_dependent_s() -> None:
 # --- the strategies, registered with hypothesis -----------------------------------
 
 
+def _models_by_wire_class() -> dict[type, type]:
+    """By `llmgw_wire.v1` class: the domain model whose values its messages carry whole."""
+    return {
+        cls: drawn.model
+        for cls, drawn in _registry.registered().items()
+        if drawn.strategy == "wire_messages" and drawn.model is not None
+    }
+
+
 @pytest.mark.parametrize("model", MODELS_WITH_MESSAGE, ids=lambda m: m.__name__)
 @given(data=st.data())
 def test_from_type_draws_only_values_encode_accepts(model: type, data: st.DataObject) -> None:
@@ -151,18 +164,198 @@ def test_from_type_draws_wire_messages_that_make_domain_values(
     message = data.draw(st.from_type(cls))
     assert isinstance(message, cls)
     assert decode(bytes(message), cls) == message
-    model = lst._models_by_wire_class().get(cls)
+    model = _models_by_wire_class().get(cls)
     if model is not None:
         assert encode(converter.structure(message, model)) is not None
 
 
-def test_every_domain_model_has_its_strategy_registered() -> None:
-    registered = [*lst._BY_TYPE, wire.State]
+def test_every_domain_model_and_wire_class_has_its_strategy_registered() -> None:
+    registered = set(_registry.registered())
     domain = [getattr(wire, name) for name in wire.__all__ if name in dir(wire.domain)]
-    assert {t for t in domain if isinstance(t, type)} - {wire.NodeState} <= set(registered)
-    assert set(lst._models_by_wire_class()) | {wire.v1.AgentMessage, wire.v1.ControlMessage} >= (
-        set(_WIRE_CLASSES) - {wire.v1.AgentMessage, wire.v1.ControlMessage}
+    assert {t for t in domain if isinstance(t, type)} - {wire.NodeState} <= registered
+    assert set(_WIRE_CLASSES) <= registered
+    assert set(lst._BY_TYPE) == set(_registry.model_strategies()) <= registered
+
+
+def _library_strategy(cls: type) -> SearchStrategy[Any]:
+    """The public strategy `st.from_type(cls)` must be."""
+    if cls in lst._BY_TYPE:
+        return lst.domain_values(cls)
+    envelopes = {
+        wire.v1.AgentMessage: lst.agent_messages(),
+        wire.v1.ControlMessage: lst.control_messages(),
+    }
+    if cls in envelopes:
+        return envelopes[cls]
+    if cls is wire.State:
+        return lst.states()
+    return lst.wire_messages(_models_by_wire_class()[cls])
+
+
+@pytest.mark.parametrize("cls", list(_registry.registered()), ids=lambda c: c.__qualname__)
+@settings(max_examples=3)
+@given(data=st.data())
+def test_every_registered_type_resolves_to_the_library_s_strategy(
+    cls: type[Any], data: st.DataObject
+) -> None:
+    # Hypothesis ran the hook when this process imported it (entry point group
+    # `hypothesis`): each type resolves through it, whenever first asked.
+    assert _registry.with_resolver == set(_registry.registered())
+    assert st.from_type(cls) is _library_strategy(cls)
+    assert isinstance(data.draw(st.from_type(cls)), cls)
+
+
+# A fresh interpreter: the strategies are imported when first asked for, not before.
+FIRST_USE = """
+import sys
+from hypothesis import given, settings, strategies as st
+import llmgw_wire as wire
+import llmgw_wire.v1
+from llmgw_wire.codec.binary import decode, encode
+from llmgw_wire.testing import _registry
+
+report = {"hooked": len(_registry.with_resolver) == len(_registry.registered())}
+report["before"] = "llmgw_wire.testing.strategies" in sys.modules
+report["cattrs_before"] = "cattrs" in sys.modules
+drawn = []
+
+@settings(max_examples=50, database=None)
+@given(st.from_type(wire.Compute))
+def computes_cross_the_wire(compute):
+    drawn.append(compute)
+    assert decode(encode(compute), wire.Compute) == compute
+
+@settings(max_examples=5, database=None)
+@given(registration=...)
+def inferred(registration: wire.Registration):
+    drawn.append(registration)
+
+computes_cross_the_wire()
+inferred()
+report["imported"] = "llmgw_wire.testing.strategies" in sys.modules
+from llmgw_wire.testing import strategies as lst
+
+report["after"] = len(drawn)
+report["library_s"] = [
+    st.from_type(wire.Compute) is lst.domain_values(wire.Compute),
+    st.from_type(wire.Registration) is lst.domain_values(wire.Registration),
+    st.from_type(wire.v1.Register) is lst.wire_messages(wire.Registration),
+]
+print(json.dumps(report))
+"""
+
+
+def _fresh(code: str, *args: str, **env: str) -> Any:
+    """What `code`, run in a fresh interpreter with `args`, prints last, as JSON."""
+    environ = {
+        k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "HYPOTHESIS_NO_PLUGINS"}
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", "import json\n" + code, *args],
+        env=environ | env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.subprocess
+def test_the_strategies_are_imported_when_hypothesis_first_draws_a_library_type() -> None:
+    report = _fresh(FIRST_USE)
+    assert report["hooked"]
+    assert (report["before"], report["cattrs_before"], report["imported"]) == (False, False, True)
+    assert report["after"] >= 5
+    assert report["library_s"] == [True, True, True]
+
+
+# Hypothesis imported before or after the library's modules, and the mapping
+# (which imports `llmgw_wire.v1` while it is itself being imported) after it.
+IMPORT_ORDER = """
+import importlib, sys
+for module in sys.argv[1:]:
+    importlib.import_module(module)
+from hypothesis import strategies as st
+from llmgw_wire import Compute, v1
+from llmgw_wire.testing import _registry
+
+hooked = _registry.with_resolver == set(_registry.registered())
+compute, start = st.from_type(Compute), st.from_type(v1.StartShard)
+from llmgw_wire.testing import strategies as lst
+from llmgw_wire import ShardCommand
+print(json.dumps([hooked, compute is lst.computes(), start is lst.wire_messages(ShardCommand)]))
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(
+    "modules",
+    [
+        ["hypothesis", "llmgw_wire.mapping"],
+        ["hypothesis", "llmgw_wire.v1", "llmgw_wire.domain"],
+        ["llmgw_wire.domain", "hypothesis"],
+        ["llmgw_wire.codec", "hypothesis"],
+    ],
+    ids="-then-".join,
+)
+def test_the_types_resolve_whichever_is_imported_first(modules: list[str]) -> None:
+    assert _fresh(IMPORT_ORDER, *modules) == [True, True, True]
+
+
+# A project's own strategy for one of the types, registered before the library's
+# strategies are imported (by the first `st.from_type` of another type).
+OWN = """
+from hypothesis import strategies as st
+import llmgw_wire as wire
+
+own = st.just(wire.Compute("ours"))
+st.register_type_strategy(wire.Compute, own)
+host = st.from_type(wire.Host)
+from llmgw_wire.testing import strategies as lst
+print(json.dumps([st.from_type(wire.Compute) is own, host is lst.hosts()]))
+"""
+
+
+@pytest.mark.subprocess
+def test_a_project_s_own_strategy_stays_registered_when_the_library_s_are_imported() -> None:
+    assert _fresh(OWN) == [True, True]
+
+
+# Without hypothesis's plugins, importing the strategies registers them at once.
+NO_PLUGINS = """
+import sys
+from hypothesis import strategies as st
+import llmgw_wire as wire
+from llmgw_wire.testing import _registry
+
+before = len(_registry.with_resolver)
+from llmgw_wire.testing import strategies as lst
+print(json.dumps([before, st.from_type(wire.Compute) is lst.computes()]))
+"""
+
+
+@pytest.mark.subprocess
+def test_without_hypothesis_s_plugins_importing_the_strategies_registers_them() -> None:
+    assert _fresh(NO_PLUGINS, HYPOTHESIS_NO_PLUGINS="1") == [0, True]
+
+
+@pytest.mark.subprocess
+def test_a_dependent_s_run_that_draws_none_of_them_imports_no_strategies(tmp_path: Path) -> None:
+    done = _dependent(
+        tmp_path,
+        {
+            "test_x.py": """
+                import sys
+
+                def test_x():
+                    assert "llmgw_wire.testing.strategies" not in sys.modules
+                    assert "hypothesis" not in sys.modules
+            """
+        },
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
 # --- secrets in hypothesis's failure report -------------------------------------------
