@@ -19,6 +19,7 @@ happened: decoded, or refused and by which bound.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -107,7 +108,7 @@ JSON_SHAPES: dict[str, tuple[str, str]] = {
 QUICK_SHAPES = ("unknown fields", "many tiny elements", "cut at the end", "json: unknown keys")
 
 _PROLOGUE = """
-import contextlib, io, os, resource, sys, time, tracemalloc
+import contextlib, io, os, sys, time, tracemalloc
 sys.path.insert(0, {root!r})
 from tests.support import group, ld, nested_groups, tag, varint, vi
 import llmgw_wire as w
@@ -125,7 +126,22 @@ def gpu(size):
     return ld(14, ints + strings)
 
 size = {size}
+"""
+
+# The input is built in a process of its own and read back by the one that
+# decodes it: building some shapes takes more memory than decoding them, and
+# the growth of the decoding process's peak would hide behind it.
+_BUILD = """
 data = {expr}
+with open(os.environ['BENCH_DATA'], 'wb') as f:
+    f.write(data if isinstance(data, bytes) else b'T' + data.encode())
+"""
+
+_READ = """
+with open(os.environ['BENCH_DATA'], 'rb') as f:
+    data = f.read()
+if data[:1] == b'T':
+    data = data[1:].decode()
 """
 
 _PATHS = {
@@ -156,12 +172,18 @@ def once():
         return str(e)
     return 'ok'
 
+def peak_kib():
+    # This process's own peak (VmHWM): `ru_maxrss` starts at the peak of the
+    # process that forked it, which would hide the growth under a large parent.
+    with open('/proc/self/status') as f:
+        return next(int(line.split()[1]) for line in f if line.startswith('VmHWM:'))
+
 w.decode(b'', Registration); w.decode(b'', v1.Register)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak_kib()
 start = time.process_time()
 outcome = once()
 seconds = time.process_time() - start
-rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024
+rss = (peak_kib() - before) * 1024
 tracemalloc.start()
 once()
 peak = tracemalloc.get_traced_memory()[1]
@@ -216,17 +238,13 @@ def _bound(outcome: str) -> str:
 
 
 def _one(shape: str, expr: str, path: str, size: int, tmp: Path) -> Cell:
-    script = _PROLOGUE.format(root=str(ROOT), size=size, expr=expr)
-    script += _BODY.replace("{call}", _PATHS[path])
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-        cwd=ROOT,
-        env={**_env(), "BENCH_FILE": str(tmp / "envelope.bin")},
+    prologue = _PROLOGUE.format(root=str(ROOT), size=size)
+    env = {**_env(), "BENCH_FILE": str(tmp / "envelope.bin"), "BENCH_DATA": str(tmp / "data.bin")}
+    run = functools.partial(
+        subprocess.run, capture_output=True, text=True, timeout=600, check=True, cwd=ROOT, env=env
     )
+    run([sys.executable, "-c", prologue + _BUILD.format(expr=expr)])
+    done = run([sys.executable, "-c", prologue + _READ + _BODY.replace("{call}", _PATHS[path])])
     # The child prints a tuple of plain values: read back as a literal.
     last = done.stdout.strip().splitlines()[-1]
     length, seconds, peak, rss, outcome = ast.literal_eval(last)
