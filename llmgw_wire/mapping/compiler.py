@@ -304,17 +304,31 @@ def _str_map(container: Any) -> FrozenMap:
     return FrozenMap._owning(items)
 
 
-#: The most values a table of interned values holds: it starts again when full,
-#: so that distinct values do not grow it without bound.
+#: The most values a table of shared values holds, and the most characters of
+#: text their keys hold (a peer chooses them: a fabric's texts can be megabytes).
+#: A table starts again when either is reached; a value of more text is not shared.
 INTERNED_MAX = 4096
+INTERNED_CHARS = 1 << 20
 
 
-def _intern(
-    table: dict[tuple[object, ...], object], key: tuple[object, ...], value: object
-) -> None:
-    if len(table) >= INTERNED_MAX:
-        table.clear()
-    table[key] = value
+class _Interned(dict[tuple[object, ...], object]):
+    """A table of shared values by their wire fields, bounded in count and in text held."""
+
+    __slots__ = ("chars",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chars = 0
+
+    def add(self, key: tuple[object, ...], value: object) -> None:
+        chars = sum(len(part) for part in key if isinstance(part, (str, bytes)))
+        if chars > INTERNED_CHARS:
+            return
+        if len(self) >= INTERNED_MAX or self.chars + chars > INTERNED_CHARS:
+            self.clear()
+            self.chars = 0
+        self[key] = value
+        self.chars += chars
 
 
 class _Namespace:
@@ -335,7 +349,6 @@ class _Namespace:
             "_leader_addr": rules.leader_addr,
             "_leader_endpoint": leader_endpoint,
             "_str_map": _str_map,
-            "_intern": _intern,
             "_new": object.__new__,
         }
         self._consts: dict[int, str] = {}
@@ -367,7 +380,7 @@ class _Namespace:
     def interned(self, domain: type) -> str:
         """The global table of the `domain` values built so far, by their wire fields."""
         if domain not in self._interned:
-            self._interned[domain] = self.named(f"_interned_{domain.__name__}", {})
+            self._interned[domain] = self.named(f"_interned_{domain.__name__}", _Interned())
         return self._interned[domain]
 
     def _unused(self, name: str) -> str:
@@ -534,7 +547,7 @@ class StructureGen:
         """`built`, for a value of scalars alone: equal values share one object; None if not.
 
         The value's wire fields are its key in a table of the values built so
-        far (bounded: `_intern`), so that a GPU's fabric, the same for every
+        far (bounded: `_Interned`), so that a GPU's fabric, the same for every
         GPU of an NVLink domain, is one object and one set of strings for
         them all: fewer objects for the garbage collector to walk, less memory.
         The values are frozen, so sharing one is not seen but by `is`. A value
@@ -556,7 +569,7 @@ class StructureGen:
             f"{indent}{var} = {table}.get({var}_key)",
             f"{indent}if {var} is None:",
             *inner,
-            f"{indent}    _intern({table}, {var}_key, {var})",
+            f"{indent}    {table}.add({var}_key, {var})",
         ]
 
 
