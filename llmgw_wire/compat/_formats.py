@@ -77,15 +77,11 @@ def _json(findings: Sequence[Finding]) -> str:
     )
 
 
-# What GitHub's escaping leaves as it is but a log viewer acts on: the other
-# control characters (an ANSI escape would paint the log), written as escapes.
-_UNSEEN = re.compile(r"[\x00-\x09\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029]")
-
-
 def _escape_data(text: str) -> str:
-    # GitHub's workflow commands: https://github.com/actions/toolkit (command.ts).
-    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-    return _UNSEEN.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    # GitHub's workflow commands: https://github.com/actions/toolkit (command.ts);
+    # then what GitHub's escaping leaves as it is but a log viewer acts on (an
+    # ANSI escape would paint the log), escaped as the other formats escape it.
+    return escape_text(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(text: str) -> str:
