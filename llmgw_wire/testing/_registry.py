@@ -17,61 +17,43 @@ __all__ = ["Drawn", "model_strategies", "registered", "with_resolver"]
 _ENVELOPE_STRATEGIES = ("agent_messages", "control_messages")
 
 
+#: By domain model (its name in `llmgw_wire.domain`): the function of the
+#: strategies module that draws it.
+_MODEL_STRATEGIES = {
+    "Host": "hosts",
+    "GPUFabric": "gpu_fabrics",
+    "GPUHealth": "gpu_healths",
+    "MIGDevice": "mig_devices",
+    "GPU": "gpus",
+    "IMEX": "imexes",
+    "LocalWeights": "local_weights",
+    "Storage": "storages",
+    "FabricAttachment": "fabric_attachments",
+    "Inventory": "inventories",
+    "Node": "nodes",
+    "Compute": "computes",
+    "AdoptedShard": "adopted_shards",
+    "Registration": "registrations",
+    "Adapter": "adapters",
+    "Profile": "profiles",
+    "ShardSpec": "_carried_shard_specs",
+    "ShardCommand": "shard_commands",
+    "StopCommand": "stop_commands",
+    "ShardReport": "shard_reports",
+    "Heartbeat": "heartbeats",
+    "Ack": "acks",
+}
+
+
 @functools.cache
 def model_strategies() -> dict[type, str]:
     """The strategy of every domain model: the name of its function in the strategies module.
 
     `domain_values(T, **options)` calls `llmgw_wire.testing.strategies.<name>(**options)`.
     """
-    from llmgw_wire.domain import (
-        GPU,
-        IMEX,
-        Ack,
-        Adapter,
-        AdoptedShard,
-        Compute,
-        FabricAttachment,
-        GPUFabric,
-        GPUHealth,
-        Heartbeat,
-        Host,
-        Inventory,
-        LocalWeights,
-        MIGDevice,
-        Node,
-        Profile,
-        Registration,
-        ShardCommand,
-        ShardReport,
-        ShardSpec,
-        StopCommand,
-        Storage,
-    )
+    from llmgw_wire import domain
 
-    return {
-        Host: "hosts",
-        GPUFabric: "gpu_fabrics",
-        GPUHealth: "gpu_healths",
-        MIGDevice: "mig_devices",
-        GPU: "gpus",
-        IMEX: "imexes",
-        LocalWeights: "local_weights",
-        Storage: "storages",
-        FabricAttachment: "fabric_attachments",
-        Inventory: "inventories",
-        Node: "nodes",
-        Compute: "computes",
-        AdoptedShard: "adopted_shards",
-        Registration: "registrations",
-        Adapter: "adapters",
-        Profile: "profiles",
-        ShardSpec: "_carried_shard_specs",
-        ShardCommand: "shard_commands",
-        StopCommand: "stop_commands",
-        ShardReport: "shard_reports",
-        Heartbeat: "heartbeats",
-        Ack: "acks",
-    }
+    return {getattr(domain, model): name for model, name in _MODEL_STRATEGIES.items()}
 
 
 class Drawn(NamedTuple):
