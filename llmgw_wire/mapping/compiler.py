@@ -27,6 +27,7 @@ import enum
 import inspect
 import linecache
 import re
+import threading
 import types
 import typing
 from typing import TYPE_CHECKING, Any, Protocol
@@ -314,21 +315,25 @@ INTERNED_CHARS = 1 << 20
 class _Interned(dict[tuple[object, ...], object]):
     """A table of shared values by their wire fields, bounded in count and in text held."""
 
-    __slots__ = ("chars",)
+    __slots__ = ("_lock", "chars")
 
     def __init__(self) -> None:
         super().__init__()
         self.chars = 0
+        # Decodes in threads (large messages) add too: the count of text stays true.
+        self._lock = threading.Lock()
 
     def add(self, key: tuple[object, ...], value: object) -> None:
+        """Share `value` under `key` from now on (a lookup is the dict's own `get`)."""
         chars = sum(len(part) for part in key if isinstance(part, (str, bytes)))
         if chars > INTERNED_CHARS:
             return
-        if len(self) >= INTERNED_MAX or self.chars + chars > INTERNED_CHARS:
-            self.clear()
-            self.chars = 0
-        self[key] = value
-        self.chars += chars
+        with self._lock:
+            if len(self) >= INTERNED_MAX or self.chars + chars > INTERNED_CHARS:
+                self.clear()
+                self.chars = 0
+            self[key] = value
+            self.chars += chars
 
 
 class _Namespace:
