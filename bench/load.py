@@ -11,7 +11,12 @@ control planes in turn, each in a process of its own:
 - `raw+codec`: the same handler calling the envelope codec inline
   (`decode_envelope`, `encode_envelope`) on every message;
 - `grpc-go`: the grpc-go control plane of interop/go (`--scenario serve
-  --quiet`), when `make interop-go-build` has built it.
+  --quiet`), when `make interop-go-build` has built it;
+- `library-id-only`: the library's plane again, but with no Python value
+  built of a registration beyond its node id (upb still parses it, within
+  the limits; the rest of the value is one made beforehand): the least any
+  way of decoding registrations (lazily, say) could cost this plane, and so
+  what the stream's sessions cost with the registration's decode taken out.
 
 Each run has two phases. The exchange: every agent connects, registers (a
 copy of the sample node, 3.3 kB, under a node id of its own), receives the
@@ -68,7 +73,12 @@ import grpc
 
 from llmgw_wire import Ack, Heartbeat, Registration, ShardCommand, ShardReport, State
 from llmgw_wire.codec import DEFAULT_MAX_SIZE
-from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
+from llmgw_wire.codec.envelope import (
+    AGENT_MESSAGE,
+    decode_envelope,
+    encode_envelope,
+    envelope_codec,
+)
 from llmgw_wire.domain import Compute
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
@@ -88,7 +98,8 @@ if TYPE_CHECKING:
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
 GO_PLANE = ROOT / "build" / "interop" / "bin" / "controlplane"
-PLANES = ("library", "raw", "raw+codec", "grpc-go")
+ID_ONLY = "library-id-only"
+PLANES = ("library", "raw", "raw+codec", "grpc-go", ID_ONLY)
 # Seconds one agent may wait for any one message before it counts as lost.
 STEP_TIMEOUT = 300.0
 # The node id in the raw plane's Ack, encoded once: it reads no registration.
@@ -258,9 +269,29 @@ def raw_handler(counts: Counts, codec: bool) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(service, {name: method})
 
 
+def build_node_id_only() -> None:
+    """Make this process decode a registration into a value of which only the node id is read.
+
+    For the `library-id-only` plane, in its own process: upb still parses
+    the registration and the limits still apply; then, instead of the
+    registration's Python values, one made beforehand comes out under the
+    message's node id (all this plane reads of it, with the shard count).
+    """
+    codec = envelope_codec(AGENT_MESSAGE)
+    made = registration_for(RAW_NODE)
+
+    def node_id_only(message: Any) -> Registration:
+        return attrs.evolve(made, node=attrs.evolve(made.node, id=message.node_id))
+
+    # The codec's private table, changed in this plane's process only.
+    codec._structure[codec.members[Registration]] = node_id_only
+
+
 async def serve(conn: Connection, plane: str) -> None:
     counts = Counts()
-    if plane == "library":
+    if plane == ID_ONLY:
+        build_node_id_only()
+    if plane in ("library", ID_ONLY):
         server = await start_server(CountingControlPlane(counts), HOST, 0)
         port = server.port
         stop = server.stop
@@ -592,7 +623,11 @@ def summarise(runs: list[dict[str, Any]], planes: list[str]) -> dict[str, dict[s
             if busy is not None and busy is not quiet:
                 beats = n * busy["heartbeats_each"]
                 beat_cpu.append((busy["cpu_rest_s"] - quiet["cpu_rest_s"]) / beats)
-                beat_rate.append(beats / busy["wall_rest_s"])
+                # The phase's wall time less the same phase's without heartbeats
+                # (the ends of the streams), as for the CPU.
+                beating = busy["wall_rest_s"] - quiet["wall_rest_s"]
+                if beating > 0:
+                    beat_rate.append(beats / beating)
         if not exchange:
             continue
         summary[plane] = {
@@ -652,8 +687,9 @@ def print_summary(summary: dict[str, dict[str, Any]], settings: dict[str, Any]) 
         f"interleaved rounds, medians; {settings['heartbeats']} heartbeats per agent in the "
         f"steady state; load average before: {settings['load_average']}"
     )
+    width = max(map(len, ["plane", *summary]))
     print(
-        f"{'plane':<10} {'CPU s/1,000 exch.':>18} {'x raw':>6} {'rounds x raw':>17} "
+        f"{'plane':<{width}} {'CPU s/1,000 exch.':>18} {'x raw':>6} {'rounds x raw':>17} "
         f"{'MiB/1,000 agents':>17} {'x raw':>6} {'us/heartbeat':>13} {'x raw':>6} "
         f"{'heartbeats/s':>13} {'agents/core@10s':>16}"
     )
@@ -665,7 +701,7 @@ def print_summary(summary: dict[str, dict[str, Any]], settings: dict[str, Any]) 
         rounds = [r for r in f.get("ratio_to_raw_rounds", []) if r is not None]
         spread = f"{min(rounds):.2f}-{max(rounds):.2f}" if rounds else "-"
         print(
-            f"{plane:<10} {f['cpu_s_per_1000_exchanges']:>18.2f} "
+            f"{plane:<{width}} {f['cpu_s_per_1000_exchanges']:>18.2f} "
             f"{opt(f.get('ratio_to_raw'), '.2f'):>6} {spread:>17} "
             f"{f['peak_rss_mib_per_1000_agents']:>17.1f} "
             f"{opt(f.get('rss_ratio_to_raw'), '.2f'):>6} "
@@ -678,8 +714,8 @@ def print_summary(summary: dict[str, dict[str, Any]], settings: dict[str, Any]) 
         "CPU: the plane process's user + system time; exchange: register, Ack, StartShard, "
         "READY, end of stream.\nMiB: growth of the plane's peak resident set. us/heartbeat: "
         "the steady state's CPU over the same phase without heartbeats.\nheartbeats/s: what "
-        "the agents, on the same machine, got through; agents/core@10s: 10 s / CPU per "
-        "heartbeat."
+        "the agents, on the same machine, got through, over the steady state's wall time less "
+        "the same phase's without heartbeats; agents/core@10s: 10 s / CPU per heartbeat."
     )
 
 
@@ -699,6 +735,12 @@ def print_verdict(summary: dict[str, dict[str, Any]]) -> bool | None:
             print(
                 f"  of which the codec inline (raw+codec over raw) {codec:.2f}x, and the "
                 f"stream's sessions (library over raw+codec) {sessions:.2f}x"
+            )
+        bound = summary.get(ID_ONLY, {}).get("ratio_to_raw")
+        if bound is not None:
+            print(
+                f"  with no registration's values built ({ID_ONLY}): {bound:.2f}x, the least "
+                "any way of decoding registrations could bring the library's plane to"
             )
     return verdict
 

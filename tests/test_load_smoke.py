@@ -41,16 +41,17 @@ def _load(tmp_path: Path, *args: str) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_every_plane_serves_every_agent_on_a_connection_of_its_own(tmp_path: Path) -> None:
-    report = _load(tmp_path, "--planes", "library,raw,raw+codec")
+    planes = ("library", "raw", "raw+codec", "library-id-only")
+    report = _load(tmp_path, "--planes", ",".join(planes))
     runs = report["runs"]
     assert {(r["plane"], r["heartbeats_each"]) for r in runs} == {
-        (plane, beats) for plane in ("library", "raw", "raw+codec") for beats in (0, 3)
+        (plane, beats) for plane in planes for beats in (0, 3)
     }
     for r in runs:
         assert r["problems"] == []
         assert r["connections"] == AGENTS
     summary = report["summary"]
-    assert set(summary) == {"library", "raw", "raw+codec"}
+    assert set(summary) == set(planes)
     for figures in summary.values():
         assert figures["cpu_s_per_1000_exchanges"] >= 0
         assert figures["peak_rss_mib_per_1000_agents"] >= 0
@@ -68,3 +69,30 @@ def test_agents_can_share_their_process_s_connection(tmp_path: Path) -> None:
         assert r["problems"] == []
         assert r["connections"] == 2  # one per agent process
     assert report["target_met"] is None  # no raw floor in this run
+
+
+def test_the_id_only_plane_builds_nothing_of_a_registration_but_its_node_id() -> None:
+    # In a process of its own: the diagnostic changes that process's codec.
+    script = """
+import attrs
+from bench.load import build_node_id_only, registration_for
+from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
+sent = registration_for("node-7")
+sent = attrs.evolve(sent, node=attrs.evolve(sent.node, gpus=sent.node.gpus[:1]))
+build_node_id_only()
+got = decode_envelope(encode_envelope(sent), AGENT_MESSAGE)
+made = registration_for("node-7")
+print(got.node.id, got.node == attrs.evolve(made.node, id=got.node.id), len(sent.node.gpus))
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    node_id, as_made, gpus_sent = run.stdout.split()
+    assert node_id == "node-7"  # read from the message
+    assert (as_made, gpus_sent) == ("True", "1")  # the rest: the value made beforehand

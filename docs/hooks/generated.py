@@ -722,6 +722,13 @@ def load() -> str:
                 f"{codec:.2f}x (raw+codec over raw), and the stream's sessions for "
                 f"{sessions:.2f}x (the library over raw+codec)."
             )
+        bound = summary.get("library-id-only", {}).get("ratio_to_raw")
+        if bound is not None:
+            out[-1] += (
+                f" With no registration's values built, the library's plane still costs "
+                f"{bound:.2f}x the floor (library-id-only): no way of decoding "
+                f"registrations alone can bring it to 1.25x."
+            )
     return "\n".join(out) + "\n"
 
 
