@@ -1,0 +1,49 @@
+"""`make load`'s grpc-go plane serves every agent, beside the Python planes.
+
+`make load` puts a grpc-go control plane (the `serve` scenario, quiet)
+beside the library's plane and grpc.aio's floor when the Go peers are built;
+`make test` cannot run it (no Go there). Here a handful of agents go through
+one round against each: nothing lost, and the report holds the Go plane's
+figures and ratios. The figures themselves mean nothing at this size.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PLANES = ("grpc-go", "raw", "library")
+AGENTS = 6
+
+
+def test_the_grpc_go_plane_serves_every_agent_beside_the_python_planes(tmp_path: Path) -> None:
+    out = tmp_path / "load.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "bench/load.py",
+            *("--agents", str(AGENTS), "--processes", "2", "--rounds", "1"),
+            *("--heartbeats", "3", "--timeout", "120", "--planes", ",".join(PLANES)),
+            *("--json", str(out)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    report = json.loads(out.read_text())
+    runs = report["runs"]
+    assert {(r["plane"], r["heartbeats_each"]) for r in runs} == {
+        (plane, beats) for plane in PLANES for beats in (0, 3)
+    }
+    for r in runs:
+        assert r["problems"] == [], r["plane"]
+        assert r["connections"] == AGENTS
+    go = report["summary"]["grpc-go"]
+    assert go["cpu_s_per_1000_exchanges"] >= 0
+    assert "ratio_to_raw" in go  # None when this few agents cost too little to tell
