@@ -16,7 +16,11 @@ control planes in turn, each in a process of its own:
   built of a registration beyond its node id (upb still parses it, within
   the limits; the rest of the value is one made beforehand): the least any
   way of decoding registrations (lazily, say) could cost this plane, and so
-  what the stream's sessions cost with the registration's decode taken out.
+  what the stream's sessions cost with the registration's decode taken out;
+- `library-direct`: the library's plane again, with `recv` reading the call
+  itself instead of the session's reader task: not safe (a `recv` that timed
+  out would lose the call, which is why the library has the reader), and
+  here only to show what that guarantee costs.
 
 Each run has two phases. The exchange: every agent connects, registers (a
 copy of the sample node, 3.3 kB, under a node id of its own), receives the
@@ -89,6 +93,7 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.stream._server import Keepalive, server_options
+from llmgw_wire.stream._session import _Session
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
@@ -99,7 +104,8 @@ HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
 GO_PLANE = ROOT / "build" / "interop" / "bin" / "controlplane"
 ID_ONLY = "library-id-only"
-PLANES = ("library", "raw", "raw+codec", "grpc-go", ID_ONLY)
+DIRECT = "library-direct"
+PLANES = ("library", "raw", "raw+codec", "grpc-go", ID_ONLY, DIRECT)
 # Seconds one agent may wait for any one message before it counts as lost.
 STEP_TIMEOUT = 300.0
 # The node id in the raw plane's Ack, encoded once: it reads no registration.
@@ -287,11 +293,35 @@ def build_node_id_only() -> None:
     codec._structure[codec.members[Registration]] = node_id_only
 
 
+def read_without_reader() -> None:
+    """Make this process's sessions read the call in `recv`, with no reader task.
+
+    For the `library-direct` plane, in its own process: what the reader task
+    (a timeout or a cancellation that leaves the session usable) costs is the
+    difference from the library's plane. `recv` then ignores its timeout: a
+    timeout would cancel grpc.aio's read and end the call's reading.
+    """
+
+    async def recv(self: Any, timeout: float | None = None) -> Any:
+        while (data := await self._call.read()) is not None:
+            self._check_decodable(data)
+            value = self._accept(self._decode_only(data))
+            if value is not None:
+                return value
+        return None
+
+    # The session's private reading, changed in this plane's process only.
+    _Session.recv = recv  # type: ignore[method-assign]
+    _Session.start_reading = lambda self: None  # type: ignore[method-assign]
+
+
 async def serve(conn: Connection, plane: str) -> None:
     counts = Counts()
     if plane == ID_ONLY:
         build_node_id_only()
-    if plane in ("library", ID_ONLY):
+    if plane == DIRECT:
+        read_without_reader()
+    if plane in ("library", ID_ONLY, DIRECT):
         server = await start_server(CountingControlPlane(counts), HOST, 0)
         port = server.port
         stop = server.stop
@@ -741,6 +771,15 @@ def print_verdict(summary: dict[str, dict[str, Any]]) -> bool | None:
             print(
                 f"  with no registration's values built ({ID_ONLY}): {bound:.2f}x, the least "
                 "any way of decoding registrations could bring the library's plane to"
+            )
+        direct = summary.get(DIRECT, {})
+        if direct.get("ratio_to_raw") is not None:
+            beat = direct.get("heartbeat_ratio_to_raw")
+            per_beat = "" if beat is None else f" and {beat:.2f}x per heartbeat"
+            print(
+                f"  with recv reading the call itself, no reader task ({DIRECT}): "
+                f"{direct['ratio_to_raw']:.2f}x per exchange{per_beat}: the difference is "
+                "what a timeout that leaves the session usable costs"
             )
     return verdict
 

@@ -41,7 +41,7 @@ def _load(tmp_path: Path, *args: str) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_every_plane_serves_every_agent_on_a_connection_of_its_own(tmp_path: Path) -> None:
-    planes = ("library", "raw", "raw+codec", "library-id-only")
+    planes = ("library", "raw", "raw+codec", "library-id-only", "library-direct")
     report = _load(tmp_path, "--planes", ",".join(planes))
     runs = report["runs"]
     assert {(r["plane"], r["heartbeats_each"]) for r in runs} == {

@@ -729,6 +729,14 @@ def load() -> str:
                 f"{bound:.2f}x the floor (library-id-only): no way of decoding "
                 f"registrations alone can bring it to 1.25x."
             )
+        direct = summary.get("library-direct", {})
+        if direct.get("ratio_to_raw") is not None and direct.get("cpu_us_per_heartbeat"):
+            out[-1] += (
+                f" Reading the call in `recv`, without the reader task (library-direct), "
+                f"it would cost {direct['ratio_to_raw']:.2f}x per exchange and "
+                f"{direct['cpu_us_per_heartbeat']:.1f} µs per heartbeat instead: the difference is "
+                f"the price of a timeout that leaves the session usable."
+            )
     return "\n".join(out) + "\n"
 
 
