@@ -79,6 +79,7 @@ from llmgw_wire import Ack, Heartbeat, Registration, ShardCommand, ShardReport, 
 from llmgw_wire.codec import DEFAULT_MAX_SIZE
 from llmgw_wire.codec.envelope import (
     AGENT_MESSAGE,
+    EnvelopeCodec,
     decode_envelope,
     encode_envelope,
     envelope_codec,
@@ -275,21 +276,21 @@ def raw_handler(counts: Counts, codec: bool) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(service, {name: method})
 
 
-def build_node_id_only() -> None:
-    """Make this process decode a registration into a value of which only the node id is read.
+def build_node_id_only(codec: EnvelopeCodec) -> None:
+    """Make `codec` decode a registration into a value of which only the node id is read.
 
-    For the `library-id-only` plane, in its own process: upb still parses
-    the registration and the limits still apply; then, instead of the
-    registration's Python values, one made beforehand comes out under the
-    message's node id (all this plane reads of it, with the shard count).
+    For the `library-id-only` plane, given the codec its sessions use, in its
+    own process: upb still parses the registration and the limits still
+    apply; then, instead of the registration's Python values, one made
+    beforehand comes out under the message's node id (all this plane reads
+    of it, with the shard count).
     """
-    codec = envelope_codec(AGENT_MESSAGE)
     made = registration_for(RAW_NODE)
 
     def node_id_only(message: Any) -> Registration:
         return attrs.evolve(made, node=attrs.evolve(made.node, id=message.node_id))
 
-    # The codec's private table, changed in this plane's process only.
+    # The codec's private table of how each member becomes a domain value.
     codec._structure[codec.members[Registration]] = node_id_only
 
 
@@ -318,7 +319,7 @@ def read_without_reader() -> None:
 async def serve(conn: Connection, plane: str) -> None:
     counts = Counts()
     if plane == ID_ONLY:
-        build_node_id_only()
+        build_node_id_only(envelope_codec(AGENT_MESSAGE))
     if plane == DIRECT:
         read_without_reader()
     if plane in ("library", ID_ONLY, DIRECT):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -670,3 +671,31 @@ BACKENDS = (
 def run_async(main: Callable[[], Coroutine[Any, Any, None]], timeout: float = 90) -> None:
     """Run one async test, bounded: a hang fails the test instead of the run."""
     asyncio.run(asyncio.wait_for(main(), timeout))
+
+
+# --- the load run ------------------------------------------------------------
+
+
+def run_load(tmp_path: Path, *args: str, agents: int) -> dict[str, Any]:
+    """Run `bench/load.py` small (one round, three heartbeats each): its JSON report.
+
+    The figures mean nothing at this size; what a caller checks is that every
+    plane answered every agent and that the report is complete.
+    """
+    out = tmp_path / "load.json"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "bench/load.py",
+            *("--agents", str(agents), "--processes", "2", "--rounds", "1"),
+            *("--heartbeats", "3", "--timeout", "120", "--json", str(out), *args),
+        ],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report

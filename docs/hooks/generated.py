@@ -725,9 +725,13 @@ def load() -> str:
         bound = summary.get("library-id-only", {}).get("ratio_to_raw")
         if bound is not None:
             out[-1] += (
-                f" With no registration's values built, the library's plane still costs "
-                f"{bound:.2f}x the floor (library-id-only): no way of decoding "
-                f"registrations alone can bring it to 1.25x."
+                f" With no registration's values built, the library's plane costs "
+                f"{bound:.2f}x the floor (library-id-only)"
+                + (
+                    ": no way of decoding registrations alone can bring it to 1.25x."
+                    if bound > 1.25
+                    else "."
+                )
             )
         direct = summary.get("library-direct", {})
         if direct.get("ratio_to_raw") is not None and direct.get("cpu_us_per_heartbeat"):

@@ -9,34 +9,19 @@ figures and ratios. The figures themselves mean nothing at this size.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support import run_load
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
 PLANES = ("grpc-go", "raw", "library")
 AGENTS = 6
 
 
 def test_the_grpc_go_plane_serves_every_agent_beside_the_python_planes(tmp_path: Path) -> None:
-    out = tmp_path / "load.json"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "bench/load.py",
-            *("--agents", str(AGENTS), "--processes", "2", "--rounds", "1"),
-            *("--heartbeats", "3", "--timeout", "120", "--planes", ",".join(PLANES)),
-            *("--json", str(out)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    report = json.loads(out.read_text())
+    report = run_load(tmp_path, "--planes", ",".join(PLANES), agents=AGENTS)
     runs = report["runs"]
     assert {(r["plane"], r["heartbeats_each"]) for r in runs} == {
         (plane, beats) for plane in PLANES for beats in (0, 3)
