@@ -93,7 +93,8 @@ from llmgw_wire.stream import (
     connect,
     start_server,
 )
-from llmgw_wire.stream._server import Keepalive, server_options
+from llmgw_wire.stream._protocol import Keepalive
+from llmgw_wire.stream._server import server_options
 from llmgw_wire.stream._session import _Session
 from llmgw_wire.testing.sample import sample_command, sample_registration
 

@@ -73,7 +73,8 @@ from llmgw_wire.errors import (
 )
 from llmgw_wire.stream._agent import Backoff, connect, keep_connected, registration_from_inventory
 from llmgw_wire.stream._limits import ServerLimits
-from llmgw_wire.stream._server import CONNECT_ROUTE, ControlPlane, Keepalive, Server, start_server
+from llmgw_wire.stream._protocol import CONNECT_ROUTE, Keepalive
+from llmgw_wire.stream._server import ControlPlane, Server, start_server
 from llmgw_wire.stream._session import (
     REFUSED_COMMAND,
     AgentSession,

@@ -25,7 +25,7 @@ from llmgw_wire.errors import (
 from llmgw_wire.stream._aio import CallOver, send_message
 from llmgw_wire.stream._logs import FirstLines
 from llmgw_wire.stream._metrics import metrics_for
-from llmgw_wire.stream._server import (
+from llmgw_wire.stream._protocol import (
     CONNECT_ROUTE,
     REGISTRATION_DEADLINE,
     Keepalive,
@@ -147,7 +147,7 @@ async def connect(
     compression: str | None = None,
     max_message_size: int = DEFAULT_MAX_SIZE,
     max_items: int = DEFAULT_MAX_ITEMS,
-    keepalive: Keepalive | None = Keepalive(),  # noqa: B008 (frozen)
+    keepalive: Keepalive | None = Keepalive(),
     on_bad_message: BadMessagePolicy = "skip",
     leave_grace: float = LEAVE_GRACE,
     options: Sequence[tuple[str, Any]] = (),

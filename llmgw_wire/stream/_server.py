@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 import grpc.aio
-from attrs import frozen
 
 from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import PeerUnavailable, RegistrationTimeout, StreamError
@@ -18,6 +17,18 @@ from llmgw_wire.stream._health import HEALTH_SERVICE, Health
 from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._logs import Throttle
 from llmgw_wire.stream._metrics import StreamMetrics, metrics_for
+from llmgw_wire.stream._protocol import (
+    CONNECT_ROUTE,
+    FAILED_TO_SERVE,
+    METHOD,
+    NOT_SERVING,
+    REGISTRATION_DEADLINE,
+    SERVICE,
+    STOPPING,
+    TOO_MANY_WAITING,
+    Keepalive,
+    negotiated_compression,
+)
 from llmgw_wire.stream._reflection import serve_reflection
 from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
 from llmgw_wire.stream._tls import PeerCertificate, ServerTLS, node_ids_of
@@ -27,90 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CONNECT_ROUTE", "ControlPlane", "Keepalive", "Server", "start_server"]
 
-#: The trailer with which a call ends for the registration deadline (see `_set_status`).
-REGISTRATION_DEADLINE: Final = "llmgw-registration-deadline"
-
 logger = logging.getLogger("llmgw_wire.stream")
-
-_SERVICE: Final = "llmgw.v1.AgentService"
-_METHOD: Final = "Connect"
-#: The gRPC method path of `AgentService.Connect`.
-CONNECT_ROUTE: Final = f"/{_SERVICE}/{_METHOD}"
-
-# What an agent sees when `handle`, or `authorize`, failed with an exception
-# that is not a StreamError: nothing of the exception itself.
-FAILED_TO_SERVE: Final = "the control plane failed to serve"
-
-# What a call beyond `ServerLimits.max_unregistered_calls` is told.
-TOO_MANY_WAITING: Final = "too many calls waiting to register: connect again later"
-
-# What an agent sees when the control plane stops with its call open.
-STOPPING: Final = "the control plane is stopping"
-# What an agent sees when the control plane is not to be served (a standby).
-NOT_SERVING: Final = "the control plane is not serving"
-
-
-@frozen
-class Keepalive:
-    """HTTP/2 keepalive: pings that find a dead connection without waiting for TCP.
-
-    Attributes:
-        time: seconds of silence before a ping.
-        timeout: seconds to wait for the ping's answer before the connection
-            counts as lost.
-        permit_without_calls: ping even with no call open.
-    """
-
-    time: float = 30.0
-    timeout: float = 10.0
-    permit_without_calls: bool = True
-
-    def client_options(self) -> list[tuple[str, Any]]:
-        """The channel options of an agent."""
-        return [
-            ("grpc.keepalive_time_ms", int(self.time * 1000)),
-            ("grpc.keepalive_timeout_ms", int(self.timeout * 1000)),
-            ("grpc.keepalive_permit_without_calls", int(self.permit_without_calls)),
-            ("grpc.http2.max_pings_without_data", 0),
-        ]
-
-    def server_options(self) -> list[tuple[str, Any]]:
-        """The server options of a control plane: its own pings, and which pings it allows."""
-        return [
-            ("grpc.keepalive_time_ms", int(self.time * 1000)),
-            ("grpc.keepalive_timeout_ms", int(self.timeout * 1000)),
-            ("grpc.keepalive_permit_without_calls", int(self.permit_without_calls)),
-            ("grpc.http2.max_pings_without_data", 0),
-            # Agents ping as often as this keepalive: allow it, or the server
-            # answers them with GOAWAY "too many pings".
-            ("grpc.http2.min_ping_interval_without_data_ms", int(self.time * 1000 / 2)),
-            ("grpc.http2.min_recv_ping_interval_without_data_ms", int(self.time * 1000 / 2)),
-        ]
-
-
-_COMPRESSION = {"gzip": grpc.Compression.Gzip, "deflate": grpc.Compression.Deflate, None: None}
-
-
-def compression_of(name: str | None) -> grpc.Compression | None:
-    """The grpc compression for a name: "gzip", "deflate" or None."""
-    if name not in _COMPRESSION:
-        raise ValueError(f"Expected 'gzip', 'deflate' or None, got {name!r}")
-    return _COMPRESSION[name]
-
-
-# C-core chooses the algorithm of a compression *level* per call, among those
-# the agent's grpc-accept-encoding lists (gzip ranks before deflate): the
-# server compresses only toward an agent that can read it, as grpc-go's
-# server does. A fixed algorithm would be used whatever the agent reads.
-_COMPRESSION_LEVEL: Final = {"gzip": 1, "deflate": 3}  # LOW: gzip first; HIGH: deflate first
-
-
-def negotiated_compression(name: str | None) -> list[tuple[str, Any]]:
-    """The server options that compress with `name` toward agents that accept it."""
-    compression_of(name)  # the same names, the same error
-    if name is None:
-        return []
-    return [("grpc.default_compression_level", _COMPRESSION_LEVEL[name])]
 
 
 class ControlPlane(abc.ABC):
@@ -180,7 +108,7 @@ class Server:
         self._enders: set[Callable[[StreamError], None]] = set()
         self._stopping = False
         self._server: grpc.aio.Server | None = None
-        self._health = Health((_SERVICE,))
+        self._health = Health((SERVICE,))
 
     def __repr__(self) -> str:
         return f"<Server port={self.port} sessions={len(self._enders)}>"
@@ -188,7 +116,7 @@ class Server:
     def handler(self) -> grpc.GenericRpcHandler:
         """The generic grpc handler of `AgentService.Connect` (raw bytes both ways)."""
         method = grpc.stream_stream_rpc_method_handler(self._serve)
-        return grpc.method_handlers_generic_handler(_SERVICE, {_METHOD: method})
+        return grpc.method_handlers_generic_handler(SERVICE, {METHOD: method})
 
     async def set_serving(self, serving: bool) -> None:
         """Say whether this control plane is to be served (a standby that is not the leader: no).
@@ -656,7 +584,7 @@ async def start_server(
     if health:
         server._health.add_to(grpc_server)
     if reflection:
-        serve_reflection(grpc_server, (_SERVICE, HEALTH_SERVICE) if health else (_SERVICE,))
+        serve_reflection(grpc_server, (SERVICE, HEALTH_SERVICE) if health else (SERVICE,))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         if tls is None:

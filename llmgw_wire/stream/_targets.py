@@ -8,7 +8,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from llmgw_wire.errors import DecodeError, PeerUnavailable, StreamError, Unauthenticated
-from llmgw_wire.stream._server import STOPPING
+from llmgw_wire.stream._protocol import STOPPING
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
