@@ -76,7 +76,6 @@ import attrs
 import grpc
 
 from llmgw_wire import Ack, Heartbeat, Registration, ShardCommand, ShardReport, State
-from llmgw_wire.codec import DEFAULT_MAX_SIZE
 from llmgw_wire.codec.envelope import (
     AGENT_MESSAGE,
     EnvelopeCodec,
@@ -91,10 +90,9 @@ from llmgw_wire.stream import (
     ControlPlane,
     ControlSession,
     connect,
+    server_options,
     start_server,
 )
-from llmgw_wire.stream._protocol import Keepalive
-from llmgw_wire.stream._server import server_options
 from llmgw_wire.stream._session import _Session
 from llmgw_wire.testing.sample import sample_command, sample_registration
 
@@ -329,7 +327,7 @@ async def serve(conn: Connection, plane: str) -> None:
         stop = server.stop
     else:
         # The library's server options (limits, keepalive): only the handler differs.
-        raw = grpc.aio.server(options=server_options(DEFAULT_MAX_SIZE, Keepalive(), []))
+        raw = grpc.aio.server(options=server_options())
         raw.add_generic_rpc_handlers((raw_handler(counts, codec=plane == "raw+codec"),))
         port = raw.add_insecure_port(f"{HOST}:0")
         await raw.start()

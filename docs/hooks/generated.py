@@ -604,7 +604,7 @@ def session_reader() -> str:
     """The session's reader task and the control plane's call, as the stream has them."""
     from llmgw_wire.stream import _server, _session
 
-    return _quoted(_session._Session._read, _server.Server._serve)
+    return _quoted(_session._Session._read, _server.AgentService._call)
 
 
 _IMPORT_PROBE = """

@@ -74,7 +74,14 @@ from llmgw_wire.errors import (
 from llmgw_wire.stream._agent import Backoff, connect, keep_connected, registration_from_inventory
 from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._protocol import CONNECT_ROUTE, Keepalive
-from llmgw_wire.stream._server import ControlPlane, Server, start_server
+from llmgw_wire.stream._server import (
+    AgentService,
+    ControlPlane,
+    Server,
+    add_to_server,
+    server_options,
+    start_server,
+)
 from llmgw_wire.stream._session import (
     REFUSED_COMMAND,
     AgentSession,
@@ -87,6 +94,7 @@ from llmgw_wire.stream._tls import ClientTLS, PeerCertificate, ServerTLS, node_i
 __all__ = [
     "CONNECT_ROUTE",
     "REFUSED_COMMAND",
+    "AgentService",
     "AgentSession",
     "Backoff",
     "ClientTLS",
@@ -106,9 +114,11 @@ __all__ = [
     "StreamClosed",
     "StreamError",
     "Unauthenticated",
+    "add_to_server",
     "connect",
     "keep_connected",
     "node_ids_of",
     "registration_from_inventory",
+    "server_options",
     "start_server",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import errno
 import logging
 from typing import TYPE_CHECKING, Any, Final
@@ -18,7 +19,6 @@ from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._logs import Throttle
 from llmgw_wire.stream._metrics import StreamMetrics, metrics_for
 from llmgw_wire.stream._protocol import (
-    CONNECT_ROUTE,
     FAILED_TO_SERVE,
     METHOD,
     NOT_SERVING,
@@ -34,9 +34,16 @@ from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
 from llmgw_wire.stream._tls import PeerCertificate, ServerTLS, node_ids_of
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Collection
+    from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
 
-__all__ = ["CONNECT_ROUTE", "ControlPlane", "Keepalive", "Server", "start_server"]
+__all__ = [
+    "AgentService",
+    "ControlPlane",
+    "Server",
+    "add_to_server",
+    "server_options",
+    "start_server",
+]
 
 logger = logging.getLogger("llmgw_wire.stream")
 
@@ -68,11 +75,15 @@ def _peer_address(peer: str | None) -> str:
     return address or peer
 
 
-class Server:
-    """A running control-plane server, from `start_server`.
+class AgentService:
+    """`AgentService.Connect` on a grpc.aio server, from `add_to_server`: its calls and its health.
+
+    The server is the application's: its options, interceptors, ports and
+    other services. This is what the stream adds to it, and the handle of a
+    graceful stop of the stream: `await service.stop(grace)` before the
+    server's own `stop`.
 
     Attributes:
-        port: the port it listens on.
         plane: the control plane it serves.
     """
 
@@ -80,7 +91,6 @@ class Server:
         self,
         plane: ControlPlane,
         *,
-        tls: ServerTLS | None,
         node_identity: Callable[[PeerCertificate], Collection[str]] | None,
         authorize: Callable[[ControlSession], Awaitable[None]] | None,
         registration_timeout: float | None,
@@ -88,7 +98,8 @@ class Server:
         max_message_size: int,
         max_items: int,
         metrics: StreamMetrics,
-        limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
+        limits: ServerLimits,
+        serving: bool,
     ) -> None:
         self.plane = plane
         self._metrics = metrics
@@ -97,23 +108,28 @@ class Server:
         self._waiting: set[ControlSession] = set()
         # Calls over the cap come as fast as a client makes them: a line per interval.
         self._over_cap_log = Throttle()
-        self.port = 0
-        self._tls = tls
         self._node_identity = node_identity
         self._authorize = authorize
         self._registration_timeout = registration_timeout
         self._on_bad_message = on_bad_message
         self._max_message_size = max_message_size
         self._max_items = max_items
+        # What ends each open call; a stop waits for the set to empty.
         self._enders: set[Callable[[StreamError], None]] = set()
+        self._drained = asyncio.Event()
+        self._drained.set()
         self._stopping = False
-        self._server: grpc.aio.Server | None = None
-        self._health = Health((SERVICE,))
+        self._health = Health((SERVICE,), serving=serving)
 
     def __repr__(self) -> str:
-        return f"<Server port={self.port} sessions={len(self._enders)}>"
+        return f"<AgentService calls={len(self._enders)}>"
 
-    def handler(self) -> grpc.GenericRpcHandler:
+    @property
+    def calls(self) -> int:
+        """The agent streams open now."""
+        return len(self._enders)
+
+    def _handler(self) -> grpc.GenericRpcHandler:
         """The generic grpc handler of `AgentService.Connect` (raw bytes both ways)."""
         method = grpc.stream_stream_rpc_method_handler(self._serve)
         return grpc.method_handlers_generic_handler(SERVICE, {METHOD: method})
@@ -129,44 +145,28 @@ class Server:
         await self._health.set_serving(serving)
 
     async def stop(self, grace: float | None = 10.0) -> None:
-        """Stop serving: gracefully, so that agents lose nothing that was sent.
+        """Stop the stream gracefully, so that agents lose nothing that was sent.
 
         The health service says NOT_SERVING at once, before anything else;
-        new calls are refused; every open call ends, after everything its
-        `handle` sent, with status UNAVAILABLE "the control plane is
-        stopping" (what an agent takes as "connect again"); the server then
-        waits up to `grace` seconds for those ends to reach the agents.
+        new agent streams are refused; every open one ends, after everything
+        its `handle` sent, with status UNAVAILABLE "the control plane is
+        stopping" (what an agent takes as "connect again"); this returns once
+        every call has ended, or after `grace` seconds. The server itself
+        goes on: stop it next (`await server.stop(grace)`), which sends those
+        ends to the agents before its sockets close. Stopping twice does
+        nothing more.
 
         Args:
-            grace: seconds to wait for open calls to end; None or 0 cuts
-                them at once.
+            grace: seconds to wait for open calls to end; None or 0 does not wait.
         """
-        if self._server is None or self._stopping:
-            # Stopping twice (an explicit stop, then `async with`'s) does nothing more.
-            if self._server is not None:
-                await self._server.wait_for_termination()
-            return
-        self._stopping = True
-        await self._health.stopping()
-        for end in list(self._enders):
-            end(PeerUnavailable(STOPPING))
+        if not self._stopping:
+            self._stopping = True
+            await self._health.stopping()
+            for end in list(self._enders):
+                end(PeerUnavailable(STOPPING))
         if grace:
-            # Let the sessions' ends reach their agents before the sockets close.
-            deadline = asyncio.get_running_loop().time() + grace
-            while self._enders and asyncio.get_running_loop().time() < deadline:
-                await asyncio.sleep(0.01)
-        await self._server.stop(grace)
-
-    async def wait_closed(self) -> None:
-        """Wait until the server has stopped."""
-        if self._server is not None:
-            await self._server.wait_for_termination()
-
-    async def __aenter__(self) -> Server:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.stop()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), grace)
 
     def _check_node_id(self, certificate: PeerCertificate | None) -> Callable[[str], str | None]:
         identity = self._node_identity
@@ -194,9 +194,8 @@ class Server:
             for key, value in (context.invocation_metadata() or ())
             if isinstance(value, str)
         }
-        certificate = (
-            PeerCertificate.from_auth_context(context.auth_context()) if self._tls else None
-        )
+        # From the call, whoever configured the port: None on plain text or without one.
+        certificate = PeerCertificate.from_auth_context(context.auth_context())
         session = ControlSession(
             call,
             _peer_address(context.peer()),
@@ -212,7 +211,19 @@ class Server:
         session._on_registered = self._waiting.discard
         return session
 
-    async def _serve(self, _requests: object, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    async def _serve(
+        self, _requests: object, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[bytes]:
+        """The call's handler: an async generator, though the session writes through `context`.
+
+        Interceptors that wrap a stream's handler (OpenTelemetry's, among
+        others) iterate it; grpc.aio serves a generator and a coroutine alike.
+        """
+        await self._call(context)
+        return
+        yield  # pragma: no cover (what makes this a generator)
+
+    async def _call(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         loop = asyncio.get_running_loop()
         ending: asyncio.Future[StreamError] = loop.create_future()
         # `handle` runs in this task, grpc's own for the call: no task of its
@@ -231,6 +242,7 @@ class Server:
             _set_status(context, refusal)
             return
         self._enders.add(end)
+        self._drained.clear()
         self._metrics.agents(1)
         logger.info("%s connected", session)
         timer: asyncio.TimerHandle | None = None
@@ -256,10 +268,12 @@ class Server:
         finally:
             self._metrics.agents(-1)
             self._waiting.discard(session)
-            self._enders.discard(end)
             if timer is not None:
                 timer.cancel()
             await session._stop_reading()
+            self._enders.discard(end)
+            if not self._enders:
+                self._drained.set()
 
     def _admission(self, session: ControlSession) -> StreamError | None:
         """Why a new call is refused before anything of it is read, or None."""
@@ -458,22 +472,210 @@ def _set_done(future: asyncio.Future[None]) -> None:
 
 
 def server_options(
-    max_message_size: int,
-    keepalive: Keepalive | None,
-    extra: list[tuple[str, Any]],
+    *,
     limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
+    keepalive: Keepalive | None = Keepalive(),
+    max_message_size: int = DEFAULT_MAX_SIZE,
+    compression: str | None = None,
+    options: Iterable[tuple[str, Any]] = (),
 ) -> list[tuple[str, Any]]:
-    """The grpc options of a control plane's server (`extra` last: it wins)."""
-    options: list[tuple[str, Any]] = [
+    """The grpc server options of a control plane: pass them to `grpc.aio.server(options=...)`.
+
+    What belongs to the server, not to the stream: message sizes, keepalive,
+    the bounds of `ServerLimits` (call window, calls per connection,
+    connection idle and age, compressed input), and compression. Each option
+    appears once; where `options` names one of them, its value wins.
+
+    Args:
+        limits: the resource bounds.
+        keepalive: HTTP/2 keepalive; None turns it off.
+        max_message_size: the largest message accepted or sent, in bytes; a
+            larger one is refused by grpc before it is buffered
+            (RESOURCE_EXHAUSTED).
+        compression: "gzip" or "deflate": compress what the server sends
+            toward agents that accept it; None sends uncompressed.
+        options: the service's own grpc options, which override these.
+
+    Raises:
+        ValueError: an unknown compression, or compression with
+            `limits.accept_compressed` off (grpc enables both at once).
+    """
+    if compression is not None and not limits.accept_compressed:
+        raise ValueError("compression needs limits.accept_compressed: grpc enables both at once")
+    chosen: dict[str, Any] = {
         # Refused before it is buffered, by C-core, with RESOURCE_EXHAUSTED.
-        ("grpc.max_receive_message_length", max_message_size),
-        ("grpc.max_send_message_length", max_message_size),
-        # One port per control plane: a second one on the same port is an error.
-        ("grpc.so_reuseport", 0),
-    ]
-    if keepalive is not None:
-        options += keepalive.server_options()
-    return options + limits.server_options() + extra
+        "grpc.max_receive_message_length": max_message_size,
+        "grpc.max_send_message_length": max_message_size,
+        # One port per control plane, unless the service asks for more.
+        "grpc.so_reuseport": 0,
+    }
+    chosen.update(keepalive.server_options() if keepalive is not None else ())
+    chosen.update(limits.server_options())
+    chosen.update(negotiated_compression(compression))
+    # grpc reads the first of two values of one option: each name once, the caller's last.
+    chosen.update(options)
+    return list(chosen.items())
+
+
+def add_to_server(
+    plane: ControlPlane,
+    server: grpc.aio.Server,
+    *,
+    node_identity: bool | Callable[[PeerCertificate], Collection[str]] = False,
+    authorize: Callable[[ControlSession], Awaitable[None]] | None = None,
+    registration_timeout: float | None = 30.0,
+    on_bad_message: BadMessagePolicy = "skip",
+    max_message_size: int = DEFAULT_MAX_SIZE,
+    max_items: int = DEFAULT_MAX_ITEMS,
+    limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
+    health: bool = True,
+    serving: bool = True,
+    reflection: bool = False,
+    meter_provider: Any = None,
+) -> AgentService:
+    """Serve `plane` on a grpc.aio server the application made, beside its own services.
+
+    As grpc's generated `add_XServicer_to_server`: the application owns the
+    server (its options, interceptors, ports, credentials and other
+    services); this adds the stream's handler to it, and the health
+    service's when asked. Call it before `server.start()`, and stop the
+    stream before the server::
+
+        server = grpc.aio.server(interceptors=[...], options=server_options())
+        service = add_to_server(MyPlane(), server)
+        server.add_insecure_port("0.0.0.0:7070")  # or add_secure_port(..., tls.credentials())
+        await server.start()
+        ...
+        await service.stop(grace=10)
+        await server.stop(grace=10)
+
+    The server's options are the application's: `server_options()` gives
+    those that the stream's bounds need (message size, keepalive,
+    `ServerLimits`), with the application's own on top.
+
+    Args:
+        plane: the control plane.
+        server: the application's grpc.aio server, not yet started.
+        node_identity: bind each registration's node id to the agent's client
+            certificate (the port must ask for one: mutual TLS): True checks
+            it against the certificate's DNS and URI SANs, else its CN
+            (`node_ids_of`); a function of the `PeerCertificate` replaces
+            that. A mismatch, or a call with no certificate, ends the call
+            with PERMISSION_DENIED before `handle` sees the registration.
+        authorize: called with each new session before `handle` (its
+            `metadata` holds, say, a bearer token; its `certificate` the
+            client's); raise `PermissionDenied` to refuse the call. Any
+            other exception is logged and ends the call with INTERNAL "the
+            control plane failed to serve", nothing of it told to the client.
+        registration_timeout: seconds an agent has to register before its
+            call ends with DEADLINE_EXCEEDED; None waits forever.
+        on_bad_message: "skip" (the default) logs a message that does not
+            decode in one line and goes on; "end" ends the call with
+            INVALID_ARGUMENT and the `DecodeError`'s text.
+        max_message_size: the largest message the sessions decode or send,
+            in bytes (the server's own limit is `server_options`').
+        max_items: the element limit of `decode`, applied to every message.
+        limits: the resource bounds the stream keeps itself (unregistered
+            calls); the rest are server options (`server_options`).
+        health: serve the standard health service, `grpc.health.v1.Health`,
+            for "" and "llmgw.v1.AgentService": SERVING while the stream
+            serves, NOT_SERVING once a stop has begun or
+            `AgentService.set_serving(False)`. False if the application
+            serves its own.
+        serving: False starts as a standby: NOT_SERVING, refusing agent
+            streams until `AgentService.set_serving(True)`.
+        reflection: serve gRPC server reflection of the agent stream and the
+            health service (for grpcurl); needs the `reflection` extra.
+        meter_provider: the OpenTelemetry `MeterProvider` of the stream's
+            metrics (see the operating guide); None takes OpenTelemetry's
+            global one when its API is installed, False records nothing.
+
+    Raises:
+        ValueError: reflection without the grpcio-reflection package.
+    """
+    identity: Callable[[PeerCertificate], Collection[str]] | None
+    if node_identity is True:
+        identity = node_ids_of
+    elif node_identity is False:
+        identity = None
+    else:
+        identity = node_identity
+    service = AgentService(
+        plane,
+        node_identity=identity,
+        authorize=authorize,
+        registration_timeout=registration_timeout,
+        on_bad_message=on_bad_message,
+        max_message_size=max_message_size,
+        max_items=max_items,
+        metrics=metrics_for(meter_provider),
+        limits=limits,
+        serving=serving,
+    )
+    server.add_generic_rpc_handlers((service._handler(),))
+    if health:
+        service._health.add_to(server)
+    if reflection:
+        serve_reflection(server, (SERVICE, HEALTH_SERVICE) if health else (SERVICE,))
+    return service
+
+
+class Server:
+    """A running control-plane server of its own, from `start_server`.
+
+    Attributes:
+        port: the port it listens on.
+        service: the stream on it (`AgentService`).
+    """
+
+    def __init__(self, service: AgentService, server: grpc.aio.Server, port: int) -> None:
+        self.service = service
+        self.port = port
+        self._server = server
+        self._stopping = False
+
+    def __repr__(self) -> str:
+        return f"<Server port={self.port} calls={self.service.calls}>"
+
+    @property
+    def plane(self) -> ControlPlane:
+        """The control plane it serves."""
+        return self.service.plane
+
+    async def set_serving(self, serving: bool) -> None:
+        """Say whether this control plane is to be served: `AgentService.set_serving`."""
+        await self.service.set_serving(serving)
+
+    async def stop(self, grace: float | None = 10.0) -> None:
+        """Stop serving: gracefully, so that agents lose nothing that was sent.
+
+        The stream stops first (`AgentService.stop`: NOT_SERVING, new calls
+        refused, each open call ended with UNAVAILABLE "the control plane is
+        stopping" after what its `handle` sent), then the server, which
+        sends those ends before its sockets close; `grace` bounds each.
+        Stopping twice does nothing more.
+
+        Args:
+            grace: seconds to wait for open calls to end; None or 0 cuts
+                them at once.
+        """
+        if self._stopping:
+            # Stopping twice (an explicit stop, then `async with`'s) does nothing more.
+            await self._server.wait_for_termination()
+            return
+        self._stopping = True
+        await self.service.stop(grace)
+        await self._server.stop(grace)
+
+    async def wait_closed(self) -> None:
+        """Wait until the server has stopped."""
+        await self._server.wait_for_termination()
+
+    async def __aenter__(self) -> Server:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
 
 
 async def start_server(
@@ -497,7 +699,12 @@ async def start_server(
     reflection: bool = False,
     meter_provider: Any = None,
 ) -> Server:
-    """Serve `plane` on `host`:`port` over grpc.aio; the server says which port it got.
+    """Serve `plane` on `host`:`port` on a grpc.aio server of its own; it says which port it got.
+
+    The convenience over `add_to_server` for a control plane that serves
+    nothing else: it makes the server with `server_options`, adds the
+    stream, listens and starts. A service with its own server, interceptors
+    or other services uses `add_to_server`.
 
     Args:
         plane: the control plane.
@@ -505,26 +712,11 @@ async def start_server(
         port: the port; 0 picks a free one.
         tls: the server's certificate and key (and, for mutual TLS, the CA
             of the agents' certificates); None serves plain text.
-        node_identity: bind each registration's node id to the agent's client
-            certificate: True checks it against the certificate's DNS and URI
-            SANs, else its CN (`node_ids_of`); a function of the
-            `PeerCertificate` replaces that. A mismatch ends the call with
-            PERMISSION_DENIED before `handle` sees the registration. Needs
-            mutual TLS.
-        authorize: called with each new session before `handle` (its
-            `metadata` holds, say, a bearer token; its `certificate` the
-            client's); raise `PermissionDenied` to refuse the call. Any
-            other exception is logged and ends the call with INTERNAL "the
-            control plane failed to serve", nothing of it told to the client.
-        registration_timeout: seconds an agent has to register before its
-            call ends with DEADLINE_EXCEEDED; None waits forever.
-        on_bad_message: "skip" (the default) logs a message that does not
-            decode in one line and goes on; "end" ends the call with
-            INVALID_ARGUMENT and the `DecodeError`'s text.
-        compression: "gzip" compresses what the server sends to agents whose
-            `grpc-accept-encoding` lists gzip (deflate for those that list
-            only deflate; nothing for the rest); "deflate" prefers deflate.
-            A compressed message from an agent is accepted.
+        node_identity: as `add_to_server`'s; needs mutual TLS.
+        authorize: as `add_to_server`'s.
+        registration_timeout: as `add_to_server`'s.
+        on_bad_message: as `add_to_server`'s.
+        compression: as `server_options`'.
         max_message_size: the largest message accepted or sent, in bytes;
             a larger one is refused before it is buffered (RESOURCE_EXHAUSTED).
         max_items: the element limit of `decode`, applied to every message.
@@ -532,18 +724,13 @@ async def start_server(
         limits: the resource bounds (`ServerLimits`): bytes buffered per
             call, calls per connection, unregistered calls per server,
             connection idle time and age, compressed input.
-        options: more grpc server options, as (name, value) pairs; they
-            override the ones the other arguments set.
-        health: serve the standard health service, `grpc.health.v1.Health`,
-            for "" and "llmgw.v1.AgentService": SERVING while it serves,
-            NOT_SERVING once a stop has begun or `Server.set_serving(False)`.
-        serving: False starts as a standby: NOT_SERVING, refusing agent
-            streams until `Server.set_serving(True)`.
-        reflection: serve gRPC server reflection of the agent stream and the
-            health service (for grpcurl); needs the `reflection` extra.
-        meter_provider: the OpenTelemetry `MeterProvider` of the stream's
-            metrics (see the operating guide); None takes OpenTelemetry's
-            global one when its API is installed, False records nothing.
+        options: more grpc server options, as (name, value) pairs; where
+            they name an option the other arguments set, their value wins
+            (`("grpc.so_reuseport", 1)` lets several processes share a port).
+        health: as `add_to_server`'s.
+        serving: as `add_to_server`'s.
+        reflection: as `add_to_server`'s.
+        meter_provider: as `add_to_server`'s.
 
     Stop the server with `await server.stop(grace)`.
 
@@ -553,38 +740,32 @@ async def start_server(
             compressed input refused; reflection without the
             grpcio-reflection package.
     """
-    identity: Callable[[PeerCertificate], Collection[str]] | None
-    if node_identity is True:
-        identity = node_ids_of
-    elif node_identity is False:
-        identity = None
-    else:
-        identity = node_identity
-    if compression is not None and not limits.accept_compressed:
-        raise ValueError("compression needs limits.accept_compressed: grpc enables both at once")
-    if identity is not None and (tls is None or not tls.mutual):
+    if node_identity is not False and (tls is None or not tls.mutual):
         raise ValueError("node identity needs mutual TLS: give tls=ServerTLS(..., client_ca=...)")
-    server = Server(
+    grpc_server = grpc.aio.server(
+        options=server_options(
+            limits=limits,
+            keepalive=keepalive,
+            max_message_size=max_message_size,
+            compression=compression,
+            options=options or (),
+        )
+    )
+    service = add_to_server(
         plane,
-        tls=tls,
-        node_identity=identity,
+        grpc_server,
+        node_identity=node_identity,
         authorize=authorize,
         registration_timeout=registration_timeout,
         on_bad_message=on_bad_message,
         max_message_size=max_message_size,
         max_items=max_items,
-        metrics=metrics_for(meter_provider),
         limits=limits,
+        health=health,
+        serving=serving,
+        reflection=reflection,
+        meter_provider=meter_provider,
     )
-    extra = negotiated_compression(compression) + list(options or ())
-    grpc_server = grpc.aio.server(
-        options=server_options(max_message_size, keepalive, extra, limits),
-    )
-    grpc_server.add_generic_rpc_handlers((server.handler(),))
-    if health:
-        server._health.add_to(grpc_server)
-    if reflection:
-        serve_reflection(grpc_server, (SERVICE, HEALTH_SERVICE) if health else (SERVICE,))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
         if tls is None:
@@ -595,8 +776,5 @@ async def start_server(
         raise OSError(errno.EADDRINUSE, f"cannot listen on {address}: {exc}") from None
     if bound == 0:
         raise OSError(errno.EADDRINUSE, f"cannot listen on {address}")
-    await server._health.set_serving(serving)
     await grpc_server.start()
-    server._server = grpc_server
-    server.port = bound
-    return server
+    return Server(service, grpc_server, bound)

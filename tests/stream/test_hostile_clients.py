@@ -60,7 +60,7 @@ def test_calls_over_the_cap_are_a_few_log_lines(caplog: pytest.LogCaptureFixture
         plane = Counting()
         async with serving(plane, limits=ServerLimits(max_unregistered_calls=1)) as server:
             # The throttle's clock is the test's: the outcome is the count, not the timing.
-            server._over_cap_log = Throttle(clock=lambda: now[0])
+            server.service._over_cap_log = Throttle(clock=lambda: now[0])
             channel = grpc.aio.insecure_channel(target(server))
             try:
                 waiting = channel.stream_stream(CONNECT_ROUTE)()
