@@ -271,6 +271,8 @@ class AgentService:
             if timer is not None:
                 timer.cancel()
             await session._stop_reading()
+            # The session held `end`, whose closure holds the session: no cycle outlives the call.
+            session._end_call = None
             self._enders.discard(end)
             if not self._enders:
                 self._drained.set()

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import gc
 import gzip
 import logging
+import types
 from typing import Any
 
 import grpc
 import grpc.aio
 import pytest
 
-from llmgw_wire import Heartbeat
+from llmgw_wire import Ack, Heartbeat, Registration
 from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
     ControlPlane,
     ControlSession,
+    Server,
     ServerLimits,
     StreamError,
     connect,
@@ -257,3 +261,96 @@ def test_what_a_call_buffers_is_bounded_by_its_window_and_the_read_ahead() -> No
     written = asyncio.run(asyncio.wait_for(main(), 300))
     # 8 values read ahead, a 64 KiB window (BDP probing grew it to megabytes).
     assert written <= 8 + 4, written
+
+
+def _ours(thing: object) -> bool:
+    """Whether `thing` is the stream's: the library's objects, asyncio's, a coroutine or frame."""
+    module = type(thing).__module__ or ""
+    return (
+        module.startswith(("llmgw_wire", "asyncio", "_asyncio"))
+        or isinstance(thing, (types.CoroutineType, types.FrameType, types.TracebackType))
+        or (isinstance(thing, BaseException) and module == "builtins")
+    )
+
+
+def test_ended_streams_leave_nothing_for_the_cyclic_collector() -> None:
+    """Each ended stream is freed by reference counting: nothing of it waits for `gc.collect`.
+
+    Streams end every way a call ends: the agent leaves, the agent cancels,
+    the registration deadline passes.
+    """
+    streams = 60  # of each kind
+
+    async def left(address: str) -> None:
+        async with connect(address) as session:
+            await session.send(sample_registration())
+
+    async def cancelled(channel: grpc.aio.Channel) -> None:
+        call = channel.stream_stream(CONNECT_ROUTE)()
+        await call.write(encode_envelope(sample_registration()))
+        await call.read()  # the Ack: the server has the registration
+        call.cancel()
+
+    async def late(channel: grpc.aio.Channel) -> None:
+        call = channel.stream_stream(CONNECT_ROUTE)()
+        assert await call.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+    async def main() -> list[object]:
+        # The deadline's own server: an agent of the other registers in time whatever the load.
+        async with (
+            serving(Acking()) as server,
+            serving(Acking(), registration_timeout=0.01) as hurried,
+            grpc.aio.insecure_channel(target(server)) as channel,
+            grpc.aio.insecure_channel(target(hurried)) as silent,
+        ):
+            address = target(server)
+
+            async def each(count: int) -> None:
+                await asyncio.gather(
+                    *(left(address) for _ in range(count)),
+                    *(cancelled(channel) for _ in range(count)),
+                    *(late(silent) for _ in range(count)),
+                )
+                await _drained(server)
+                await _drained(hurried)
+
+            await each(5)  # what is made once (grpc's, the codec's) is made now
+            gc.collect()
+            gc.disable()
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            try:
+                for _ in range(streams // 10):  # within a connection's 16 calls
+                    await each(10)
+                gc.collect()
+                return [thing for thing in gc.garbage if _ours(thing)]
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+                gc.enable()
+
+    cyclic: list[object] = []
+
+    def record() -> None:
+        cyclic.extend(asyncio.run(asyncio.wait_for(main(), 240)))
+
+    record()
+    kinds = collections.Counter(type(thing).__qualname__ for thing in cyclic)
+    assert not cyclic, kinds.most_common(10)
+
+
+class Acking(ControlPlane):
+    """Acks each registration; reads to the end."""
+
+    async def handle(self, session: ControlSession) -> None:
+        async for value in session:
+            if isinstance(value, Registration):
+                await session.send(Ack(value.node.id))
+
+
+async def _drained(server: Server) -> None:
+    """Wait until no call of `server` is open (each one's end has run)."""
+    for _ in range(2000):
+        if server.service.calls == 0:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{server.service.calls} calls still open")
