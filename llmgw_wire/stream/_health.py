@@ -7,6 +7,12 @@ from the moment a graceful stop begins, before its calls end, and whenever
 the control plane says it should not be served (a standby that is not the
 leader); while NOT_SERVING it also refuses new agent streams with
 UNAVAILABLE, so that an agent moves on to its next address.
+
+Anyone who can connect may ask, before any registration: each `Watch` is
+counted against the server's side calls (`ServerLimits.max_side_calls`, and
+a peer's share of them) and ends after `ServerLimits.side_call_lifetime`,
+so that neither a flood of watches nor one held forever keeps a connection
+from being closed when idle.
 """
 
 from __future__ import annotations
@@ -18,10 +24,31 @@ import grpc
 import grpc.aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-__all__ = ["HEALTH_SERVICE", "Health"]
+from llmgw_wire.stream._peers import Shares, peer_of_call
+
+__all__ = ["HEALTH_SERVICE", "TOO_MANY_SIDE_CALLS", "Health", "admit_side_call"]
 
 #: The full name of the standard health service.
 HEALTH_SERVICE: Final = "grpc.health.v1.Health"
+
+#: The details of a side call (a health `Watch`, reflection) refused for the
+#: server's budget of them, or its peer's share.
+TOO_MANY_SIDE_CALLS: Final = {
+    "server": "too many health and reflection calls open on this server",
+    "peer": "too many health and reflection calls open from this peer",
+}
+
+
+async def admit_side_call(
+    calls: Shares[object] | None, context: grpc.aio.ServicerContext[Any, Any]
+) -> None:
+    """Count the call of `context` against `calls`, or end it with RESOURCE_EXHAUSTED."""
+    if calls is None:
+        return
+    over = calls.enter(context, peer_of_call(context))
+    if over is not None:
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, TOO_MANY_SIDE_CALLS[over])
+
 
 _SERVING: Final = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING: Final = health_pb2.HealthCheckResponse.NOT_SERVING
@@ -33,13 +60,24 @@ class Health(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
 
     grpc's own servicer keeps each `Watch` open until the server ends it,
     which would hold every graceful stop for its whole grace period: here a
-    `Watch` ends, with OK, once it has sent the NOT_SERVING of a stop.
+    `Watch` ends, with OK, once it has sent the NOT_SERVING of a stop, or
+    once it has been open `lifetime` seconds. Each is counted in `calls`
+    while it is open; one over its budget is refused with RESOURCE_EXHAUSTED.
     """
 
-    def __init__(self, services: tuple[str, ...], *, serving: bool = True) -> None:
+    def __init__(
+        self,
+        services: tuple[str, ...],
+        *,
+        serving: bool = True,
+        calls: Shares[object] | None = None,
+        lifetime: float | None = None,
+    ) -> None:
         self._status = dict.fromkeys(("", *services), _SERVING if serving else _NOT_SERVING)
         self._changed = asyncio.Condition()
         self._stopping = False
+        self._calls = calls
+        self._lifetime = lifetime
 
     @property
     def serving(self) -> bool:
@@ -77,16 +115,33 @@ class Health(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
     async def Watch(  # noqa: N802 (the service's method)
         self, request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
-        """Each change of the status of `request.service`, until a stop has been said."""
+        """Each change of the status of `request.service`, until a stop has been said.
+
+        It ends, with OK, after the lifetime of side calls: its client watches again.
+        """
+        await admit_side_call(self._calls, context)
+        try:
+            await self._watch(request.service, context)
+        finally:
+            if self._calls is not None:
+                self._calls.leave(context)
+
+    async def _watch(self, service: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        until = None if self._lifetime is None else loop.time() + self._lifetime
         sent = None
 
         def news() -> bool:
-            return self._status.get(request.service, _UNKNOWN) != sent or self._stopping
+            return self._status.get(service, _UNKNOWN) != sent or self._stopping
 
         while True:
             async with self._changed:
-                await self._changed.wait_for(news)
-                status = self._status.get(request.service, _UNKNOWN)
+                try:
+                    left = None if until is None else max(0.0, until - loop.time())
+                    await asyncio.wait_for(self._changed.wait_for(news), left)
+                except asyncio.TimeoutError:
+                    return
+                status = self._status.get(service, _UNKNOWN)
             if status != sent:
                 # Written outside the lock: a slow watcher holds up no one else.
                 await context.write(health_pb2.HealthCheckResponse(status=status))
