@@ -24,7 +24,8 @@ the attacker got.
 * `slow handle`: the plane's `handle` sleeps 1 s per value (its Ack sent
   first); one connection, 2 calls writing gzip worst-case registrations.
 * `waiting calls`: 17 connections x 16 calls that never register, reopened
-  as they end; the agent connects from another address (127.0.0.2).
+  as they end; the agent connects from another address (127.0.0.2, through a
+  loopback relay).
 * `health watches`: 20 connections x 16 `Health/Watch` calls of an unknown
   service, held open.
 * `log flood`: calls 32 at a time, each registering, then sending 16
@@ -110,6 +111,8 @@ from llmgw_wire.v1 import AgentMessage, Gpu, Register
 TARGET, SCENARIO, SECONDS = sys.argv[1], sys.argv[2], float(sys.argv[3])
 ROUTE = "/llmgw.v1.AgentService/Connect"
 got = {{"sent": 0, "refused": 0, "open": 0}}
+# A connection of its own per channel (grpc shares one between channels to a target).
+OWN = [("grpc.use_local_subchannel_pool", 1)]
 
 async def writer(channel, message, compression=None):
     call = channel.stream_stream(ROUTE)(compression=compression)
@@ -179,22 +182,22 @@ async def main():
         message = worst()
         shape = (3, 16) if SCENARIO == "registered flood" else (1, 2)
         for _ in range(shape[0]):
-            channel = grpc.aio.insecure_channel(TARGET)
+            channel = grpc.aio.insecure_channel(TARGET, options=OWN)
             channels.append(channel)
             writers = [registered_writer(channel, n, message) for n in range(shape[1])]
             tasks += [asyncio.ensure_future(w) for w in writers]
     elif SCENARIO == "waiting calls":
         for _ in range(17):
-            channel = grpc.aio.insecure_channel(TARGET)
+            channel = grpc.aio.insecure_channel(TARGET, options=OWN)
             channels.append(channel)
             tasks += [asyncio.ensure_future(silent(channel)) for _ in range(16)]
     elif SCENARIO == "health watches":
         for _ in range(20):
-            channel = grpc.aio.insecure_channel(TARGET)
+            channel = grpc.aio.insecure_channel(TARGET, options=OWN)
             channels.append(channel)
             tasks += [asyncio.ensure_future(watch(channel)) for _ in range(16)]
     elif SCENARIO == "log flood":
-        channels = [grpc.aio.insecure_channel(TARGET) for _ in range(4)]
+        channels = [grpc.aio.insecure_channel(TARGET, options=OWN) for _ in range(4)]
         number = 0
         while time.monotonic() < end:
             batch = [noisy(channels[i % 4], number + i) for i in range(32)]
@@ -294,7 +297,7 @@ async def _relay(port: int) -> Any:
     return await asyncio.start_server(relay, "127.0.0.1", 0)
 
 
-def _large_registration(target: str) -> str:
+def _large_registration(target: str, other_address: bool = False) -> str:
     """How long a real 2,048-GPU agent takes to be acked, with the default deadline."""
     import asyncio
 
@@ -303,13 +306,20 @@ def _large_registration(target: str) -> str:
     from llmgw_wire.testing.sample import sample_large_registration
 
     async def register() -> str:
+        address, relay = target, None
+        if other_address:
+            relay = await _relay(int(target.rsplit(":", 1)[1]))
+            address = f"127.0.0.1:{relay.sockets[0].getsockname()[1]}"
         started = time.perf_counter()
         try:
-            async with connect(target) as session:
+            async with connect(address) as session:
                 await session.send(sample_large_registration(2048))
                 assert isinstance(await session.recv(timeout=60), Ack)
         except StreamError as exc:
             return f"{exc.code.name} after {time.perf_counter() - started:.1f} s"
+        finally:
+            if relay is not None:
+                relay.close()
         return f"acked in {time.perf_counter() - started:.1f} s"
 
     return asyncio.run(register())
@@ -389,8 +399,9 @@ def run_scenario(scenario: str, seconds: float, source: Path) -> Result:
                 cwd=ROOT,
             )
             time.sleep(min(2.0, seconds / 4))  # let the attack build up
-        large = _large_registration(target) if scenario != "idle" else ""
-        times, lost = _round_trips(target, seconds, other_address=scenario == "waiting calls")
+        elsewhere = scenario == "waiting calls"  # the agent is another peer than the attacker
+        large = _large_registration(target, elsewhere) if scenario != "idle" else ""
+        times, lost = _round_trips(target, seconds, other_address=elsewhere)
         # Measured while the attacker still holds what it opened.
         fds = len(os.listdir(f"/proc/{plane.pid}/fd"))
         peak = _status(plane.pid, "VmHWM")
