@@ -476,6 +476,12 @@ class StructureGen:
     def param(self, name: str) -> None:
         self.params.append(name)
 
+    def optional_message(self, wire: str, fn: str) -> str:
+        return self.backend.optional_message(self, wire, fn)
+
+    def required_message(self, wire: str, fn: str, domain: type) -> str:
+        return self.backend.required_message(self, wire, fn, domain)
+
     def repeated(self, wire: str) -> str:
         return self.backend.repeated(self, wire)
 
@@ -682,6 +688,10 @@ class UnstructureGen:
                         "raise _Invalid"
                     )
         return list(fields.items())
+
+    def embedded(self, domain: type, obj: str) -> list[tuple[str, str]]:
+        """The wire fields the embedded `domain` value `obj` fills."""
+        return self.inline(domain, obj)
 
     def function(self, domain: type, wire_class: type) -> str:
         fields = self.inline(domain, "d")
