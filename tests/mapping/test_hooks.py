@@ -18,6 +18,7 @@ import pytest
 from llmgw_wire import (
     GPU,
     AdoptedShard,
+    GPUHealth,
     Node,
     Registration,
     ShardCommand,
@@ -26,7 +27,10 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.codec import make_converter
+from llmgw_wire.codec.binary import compiled_upb
+from llmgw_wire.codec.cattrs_converter import compiled_betterproto2
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE
+from llmgw_wire.mapping.compiler import Hooks, compile_backend
 from llmgw_wire.testing.fuzz import fuzz
 from llmgw_wire.testing.laws import law_named
 from llmgw_wire.testing.sample import sample_command, sample_registration
@@ -211,3 +215,12 @@ def test_the_laws_hold_for_a_converter_with_a_right_nested_hook() -> None:
     laws = [law_named("domain_wire_domain"), law_named("wire_domain_wire")]
     run = fuzz(laws, [Registration], examples=10, seed=1, converter=conv)
     assert run.failures == ()
+
+
+def test_the_compiler_takes_hooks_only_where_it_can_call_them() -> None:
+    upb = compiled_upb().backend
+    with pytest.raises(NotImplementedError, match="upb fills sub-messages in place"):
+        compile_backend(upb, hooks=Hooks(unstructure={GPU: converter.unstructure}))
+    betterproto2 = compiled_betterproto2().backend
+    with pytest.raises(ValueError, match="no message of its own"):
+        compile_backend(betterproto2, hooks=Hooks(structure={GPUHealth: converter.structure}))
