@@ -58,6 +58,8 @@ from llmgw_wire.domain import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
+    from llmgw_wire.mapping.table import ModelWithMessage
+
 # --- hand-made wire bytes ----------------------------------------------------
 
 # Hand-made wire bytes, and the fields of a message as plain data, for the wire tests.
@@ -399,7 +401,7 @@ ACK = Ack(node_id=NODE_ID, adopted_shards=2, detail="adopted 2 running shards")
 #: name. A message carried by two domain models is encoded from the one that
 #: fills it entirely (a `Register` from a `Registration`, not a `Node`). The
 #: envelopes have no domain model: their fixtures wrap these ones.
-ENCODED_FROM: dict[str, object] = {
+ENCODED_FROM: dict[str, ModelWithMessage] = {
     "Ack": ACK,
     "Compute": COMPUTE,
     "EngineProfile": PROFILE,

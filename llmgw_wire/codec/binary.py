@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     import betterproto2
     from google.protobuf.message import Message
 
+    from llmgw_wire.mapping.table import ModelWithMessage
+
 __all__ = ["compiled_upb", "decode", "encode", "parse"]
 
 T = TypeVar("T")
@@ -53,8 +55,13 @@ def compiled_upb() -> Compiled:
 _WIRE_NAMES: dict[type, str] = {cls: name for name, cls in betterproto2_classes().items()}
 
 
-def encode(value: object) -> bytes:
+def encode(value: ModelWithMessage) -> bytes:
     """Serialise a domain value as its wire message.
+
+    `value` is a value of a domain model with a wire message of its own
+    (`Node`, `Registration`, `ShardCommand`, ...: `ModelWithMessage`); a type
+    checker refuses any other. A `llmgw_wire.v1` message is already its bytes:
+    `bytes(message)`.
 
     The bytes are deterministic (map entries sorted), so the same value always
     gives the same bytes.

@@ -30,6 +30,7 @@ import re
 import threading
 import types
 import typing
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -41,7 +42,7 @@ from llmgw_wire.mapping.secrets import SECRET_ATTRIBUTES
 from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
     from llmgw_wire.mapping.rules import ScalarKind
 
@@ -50,6 +51,7 @@ __all__ = [
     "Backend",
     "Betterproto2",
     "Compiled",
+    "Hooks",
     "StructureGen",
     "UnstructureGen",
     "Upb",
@@ -339,8 +341,9 @@ class _Interned(dict[tuple[object, ...], object]):
 class _Namespace:
     """The globals of the generated module: helpers, classes and constants."""
 
-    def __init__(self, backend: Backend, pairs: tuple[Pair, ...]) -> None:
+    def __init__(self, backend: Backend, pairs: tuple[Pair, ...], hooks: Hooks) -> None:
         self.pairs = {pair.domain: pair for pair in pairs}
+        self.hooks = hooks
         self.globals: dict[str, Any] = {
             "_Invalid": rules.Invalid,
             "_utf8_ok": rules.utf8_ok,
@@ -476,6 +479,12 @@ class StructureGen:
     def param(self, name: str) -> None:
         self.params.append(name)
 
+    def optional_message(self, wire: str, fn: str) -> str:
+        return self.backend.optional_message(self, wire, fn)
+
+    def required_message(self, wire: str, fn: str, domain: type) -> str:
+        return self.backend.required_message(self, wire, fn, domain)
+
     def repeated(self, wire: str) -> str:
         return self.backend.repeated(self, wire)
 
@@ -531,7 +540,7 @@ class StructureGen:
         lines = [f"{indent}{var} = _new({self.const(domain)})"]
         for rule, expr in zip(rules_, exprs, strict=True):
             value = expr
-            if isinstance(rule, rules.Embedded):
+            if isinstance(rule, rules.Embedded) and rule.domain not in self.ns.hooks.structure:
                 local = f"_{var}_{rule.attr}"
                 deeper = indent + ("    " if rule.present_if else "")
                 inner = self.interned(rule.domain, local, deeper)
@@ -683,9 +692,36 @@ class UnstructureGen:
                     )
         return list(fields.items())
 
+    def embedded(self, domain: type, obj: str) -> list[tuple[str, str]]:
+        """The wire fields the embedded `domain` value `obj` fills: inline, or its hook's."""
+        if domain not in self.ns.hooks.unstructure:
+            return self.inline(domain, obj)
+        message = self.local(f"{self.unstructure_fn(domain)}({obj})")
+        # Which fields the model fills, as an inline reading of it would write them.
+        filled = UnstructureGen(self.backend, self.ns).inline(domain, "d")
+        return [(wire, f"{message}.{wire}") for wire, _ in filled]
+
     def function(self, domain: type, wire_class: type) -> str:
         fields = self.inline(domain, "d")
         return self.backend.unstructure_functions(self, domain, wire_class, fields)
+
+
+@attrs.frozen
+class Hooks:
+    """Conversions that stand for some models' generated ones, wherever those models occur.
+
+    `structure[M](message, **context)` gives the `M` value of a message of
+    `M`'s pair (`context`: what its enclosing message supplies, an adopted
+    shard's node id); `unstructure[M](value)` gives the message of an `M`
+    value. The functions of the models holding `M` call its hook, and read
+    from its message the fields they share with it, where they would have
+    built `M` inline. Only models with a message of their own have hooks, and
+    only a backend that builds messages by keyword (betterproto2) takes
+    unstructure hooks.
+    """
+
+    structure: Mapping[type, Callable[..., Any]] = attrs.field(factory=dict)
+    unstructure: Mapping[type, Callable[[Any], Any]] = attrs.field(factory=dict)
 
 
 class Compiled:
@@ -710,15 +746,25 @@ class Compiled:
         self.fill = fill or {}
 
 
-def compile_backend(backend: Backend, pairs: tuple[Pair, ...] = PAIRS) -> Compiled:
+def compile_backend(
+    backend: Backend, pairs: tuple[Pair, ...] = PAIRS, hooks: Hooks | None = None
+) -> Compiled:
     """Generate, compile and return the conversion functions of `pairs` for `backend`.
 
     Each pair's functions are compiled under a file name of their own,
     `<llmgw_wire generated BACKEND Model>`, registered with `linecache`, so
     that a traceback or a debugger shows the generated line (as cattrs does
-    for its hooks). All share one namespace, where they call each other.
+    for its hooks). All share one namespace, where they call each other by
+    name: a model's hook (`hooks`) takes its name there, so that every
+    function calls the hook instead (and `Compiled` gives it for that model).
     """
-    ns = _Namespace(backend, pairs)
+    hooks = hooks or Hooks()
+    embedded = {p.domain for p in pairs if p.embedded}
+    if embedded & {*hooks.structure, *hooks.unstructure}:
+        raise ValueError("a hook for a model with no message of its own")
+    if hooks.unstructure and isinstance(backend, Upb):
+        raise NotImplementedError("upb fills sub-messages in place: no unstructure hooks")
+    ns = _Namespace(backend, pairs, hooks)
     sources: dict[type, str] = {}
     for pair in pairs:
         chunks = [StructureGen(backend, ns).function(pair.domain)]
@@ -730,6 +776,8 @@ def compile_backend(backend: Backend, pairs: tuple[Pair, ...] = PAIRS) -> Compil
         {source_file_name(backend, domain): source for domain, source in sources.items()},
         ns.globals,
     )
+    ns.globals.update({f"s_{domain.__name__}": fn for domain, fn in hooks.structure.items()})
+    ns.globals.update({f"u_{domain.__name__}": fn for domain, fn in hooks.unstructure.items()})
     structure = {p.domain: ns.globals[f"s_{p.domain.__name__}"] for p in pairs}
     top = [p.domain for p in pairs if not p.embedded]
     unstructure = {d: ns.globals[f"u_{d.__name__}"] for d in top}
