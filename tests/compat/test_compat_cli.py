@@ -300,7 +300,7 @@ def test_buf_yaml_except_and_ignore_are_honoured(
     assert [line.split(": ")[1] for line in out.splitlines()] == [
         "FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED"
     ]
-    assert err.endswith("(WIRE_JSON): 1 breaking change\n")
+    assert err.endswith("(WIRE_JSON; config buf.yaml): 1 breaking change\n")
     # Without the file, all three are reported.
     assert main(["compat", "new", "--against", "old", "--config", str(pair / "none.toml")]) == 2
     assert "cannot read" in capsys.readouterr().err
@@ -320,7 +320,7 @@ def test_pyproject_holds_the_same_keys(pair: Path, capsys: pytest.CaptureFixture
         'ignore_only = { FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED = ["new/t.proto"] }\n'
     )
     assert main(["compat", "new", "--against", "old"]) == 0
-    assert capsys.readouterr().err.endswith("(WIRE): compatible\n")
+    assert capsys.readouterr().err.endswith("(WIRE; config pyproject.toml): compatible\n")
     config = compat.load_config(pair / "pyproject.toml", pair / "new")
     assert config.ignore_only == {"FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED": ("t.proto",)}
     assert config.rules("WIRE_JSON") == sorted(r for r, c in compat.RULES.items() if "WIRE" in c)
@@ -352,7 +352,7 @@ def test_a_v1_buf_yaml_in_the_module_is_read_too(
         "version: v1\nbreaking:\n  use: [WIRE]\n  ignore: [t.proto]\n"
     )
     assert main(["compat", "new", "--against", "old"]) == 0
-    assert capsys.readouterr().err.endswith("(WIRE): compatible\n")
+    assert capsys.readouterr().err.endswith("(WIRE; config new/buf.yaml): compatible\n")
 
 
 def test_category_on_the_command_line_wins_over_use(
@@ -459,3 +459,4 @@ def test_compiling_changes_nothing_of_the_interpreter(tmp_path: Path) -> None:
         "assert 'grpc_tools.protoc' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
+
