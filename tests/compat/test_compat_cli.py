@@ -460,3 +460,21 @@ def test_compiling_changes_nothing_of_the_interpreter(tmp_path: Path) -> None:
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
 
+
+def test_the_shipped_mapping_against_its_baseline_says_nothing_was_removed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A command's ids, pool, fabric and fingerprint are read from its spec since
+    # 1.0.0's description: the same wire fields, one model down, not gone.
+    pytest.importorskip("grpc_tools")
+    monkeypatch.chdir(REPO)
+    assert main(["compat", "--mapping", "--against", "1.0.0"]) == 0
+    notices = capsys.readouterr().err.splitlines()[:-1]
+    assert not [line for line in notices if ": removed: " in line]
+    assert (
+        "mapping: ShardCommand.replica_id: moved: now read from ShardCommand.spec.replica_id, "
+        "the same scalar rule from wire field 'replica_id' (string)"
+    ) in notices
+    from llmgw_wire.domain import ShardCommand, ShardSpec
+
+    assert ShardCommand(ShardSpec(replica_id="r-1")).replica_id == "r-1"
