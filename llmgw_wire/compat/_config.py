@@ -321,29 +321,35 @@ def find_config(start: str | os.PathLike[str]) -> Path | None:
     It looks in `start` and then in each folder above it, up to the top of
     the git repository (the first folder with a `.git`) or the file system.
     Outside a repository that climbs into folders others share (`/tmp`,
-    `/home`), so, as git's `safe.directory` does, a file found is obeyed
-    only when it is the user's own (or root's) and no other user may write
-    it: a `buf.yaml` someone else left in `/tmp` would otherwise decide what
-    counts as breaking. A name given to `load_config` is not searched for,
-    and not checked.
+    `/home`), so there, as git's `safe.directory` does, a file found is
+    obeyed only when it is the user's own (or root's) and no other user may
+    write it: a `buf.yaml` someone else left in `/tmp` would otherwise
+    decide what counts as breaking. Inside a repository, its files are the
+    project's, whoever owns the checkout (a container's root, say). A name
+    given to `load_config` is not searched for, and not checked.
 
     Raises:
-        CompatError: the nearest file is someone else's, or any user may write it.
+        CompatError: outside a repository, the nearest file is someone
+            else's, or any user may write it.
     """
     folder = Path(start).resolve()
     if not folder.is_dir():
         folder = folder.parent
-    for candidate in (folder, *folder.parents):
+    folders = [folder, *folder.parents]
+    top = next((i for i, candidate in enumerate(folders) if (candidate / ".git").exists()), None)
+    in_repository = top is not None
+    for candidate in folders[: top + 1] if top is not None else folders:
         buf = candidate / "buf.yaml"
-        if buf.is_file():
-            return _trusted(buf)
         pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file() and b"[tool.llmgw-wire.compat]" in read_regular_file(
+        if buf.is_file():
+            found = buf
+        elif pyproject.is_file() and b"[tool.llmgw-wire.compat]" in read_regular_file(
             pyproject, MAX_CONFIG_BYTES
         ):
-            return _trusted(pyproject)
-        if (candidate / ".git").exists():
-            return None
+            found = pyproject
+        else:
+            continue
+        return found if in_repository else _trusted(found)
     return None
 
 
