@@ -2,7 +2,15 @@
 
 Settings made from files follow the files: the control plane reads them
 again at the next handshake after they changed, an agent at its next
-connection, so that certificates rotate without a restart.
+connection, so that certificates rotate without a restart. The files are
+read as the shard store reads its own: regular files only (a link is
+followed, but only into one), at most 1 MiB, opened without waiting and
+checked before a byte is read, so that a FIFO or a link to /dev/zero is
+refused rather than waited on or read to the end. What goes wrong with a
+file is logged once per change, not at each handshake; a control plane
+checks new files before grpc gets them, and a pair it cannot serve (a new
+certificate with the old key) is a warning that names the certificate
+still served.
 """
 
 from __future__ import annotations
@@ -119,6 +127,14 @@ class _Followed:
         self._lock = threading.Lock()
         self._trouble: str | None = None
         self._attempts = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Settings are pickled (to a worker process, say), the lock is not.
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def current(self) -> bytes:
         """What the file holds now, read again if it changed; what was read, if it cannot be."""
@@ -256,9 +272,10 @@ def _short(value: bytes | None) -> str:
 class ServerTLS:
     """The control plane's TLS: its certificate and key; with `client_ca`, mutual TLS.
 
-    Each of the three is PEM bytes, or the path of a PEM file. With
-    `client_ca`, every agent must present a certificate signed by it, and the
-    handshake refuses one that does not.
+    Each of the three is PEM bytes, or the path of a PEM file (a regular
+    file of at most 1 MiB, else `ValueError`), followed at each handshake.
+    With `client_ca`, every agent must present a certificate signed by it,
+    and the handshake refuses one that does not.
 
     Attributes:
         certificate_chain: the server's certificate (and intermediates).
@@ -343,7 +360,8 @@ def _names(tls: ServerTLS) -> str:
 class ClientTLS:
     """The agent's TLS: the CA it trusts and, for mutual TLS, its own certificate and key.
 
-    Each is PEM bytes, or the path of a PEM file.
+    Each is PEM bytes, or the path of a PEM file (a regular file of at most
+    1 MiB, else `ValueError`), read again at each connection if it changed.
 
     Attributes:
         ca: the CA that signs the control plane's certificate; None trusts

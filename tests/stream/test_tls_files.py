@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import socket
 import ssl
 import subprocess
@@ -25,6 +26,7 @@ import pytest
 
 from llmgw_wire import Ack
 from llmgw_wire.stream import ClientTLS, ServerTLS, start_server
+from llmgw_wire.stream._tls import _fresh
 from tests.stream.test_tls_rotation import Adopting, register, replace, write_cert
 from tests.support import run_async as run
 
@@ -200,6 +202,7 @@ resource.setrlimit(resource.RLIMIT_DATA, (1 << 30, 1 << 30))
 from pathlib import Path
 from llmgw_wire import Ack
 from llmgw_wire.stream import ClientTLS, ServerTLS, start_server
+from llmgw_wire.stream._tls import _fresh
 from tests.stream.test_tls_rotation import Adopting, register, write_cert
 import trustme
 
@@ -256,3 +259,15 @@ def test_a_link_to_dev_zero_is_refused_not_read(tmp_path: Path) -> None:
     assert result["acks"] == [True, True]
     (warning,) = result["warnings"]
     assert "is not a regular file (a character device)" in warning
+
+
+def test_settings_from_files_pickle_and_go_on_following_their_files(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    chain, key = write_cert(tmp_path, "server", ca.issue_cert("127.0.0.1"))
+    tls = ServerTLS(chain, key)
+    copy = pickle.loads(pickle.dumps(tls))
+    assert copy == tls
+    assert copy.credentials() is not None
+    agent = ClientTLS(chain)
+    replace(chain, b"changed")
+    assert _fresh(pickle.loads(pickle.dumps(agent)).ca) == b"changed"
