@@ -246,15 +246,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmgw-wire compat: error: {_one_line(str(exc))}", file=sys.stderr)
         return bad
     shown = _display(findings, root)
-    sys.stdout.write(compat.render(shown, args.error_format))
-    sys.stdout.flush()  # a closed pipe shows here, before the summary
+    # A closed pipe shows here (BrokenPipeError), before the summary.
+    _write_out(compat.render(shown, args.error_format))
     if notes:
         from llmgw_wire._cli.compat_mapping import render_changes
 
         # Notices, not findings: beside the findings for the machine-read
         # formats, on standard error where they would spoil a text or XML report.
-        stream = sys.stdout if args.error_format in ("json", "github-actions") else sys.stderr
-        stream.write(render_changes(notes, args.error_format))
+        text = render_changes(notes, args.error_format)
+        if args.error_format in ("json", "github-actions"):
+            _write_out(text)
+        else:
+            sys.stderr.write(text)
     rules = ", ".join(config.use) if config is not None and config.use else category
     if config_file:
         # Which file decided, always: one found by searching may not be where one expects.
@@ -266,6 +269,33 @@ def run(args: argparse.Namespace) -> int:
     summary = escape_text(f"{source} against {against} ({rules})")
     print(f"compat: {summary}: {verdict}", file=sys.stderr)
     return broken if findings else ok
+
+
+def _write_out(text: str) -> None:
+    """Write `text` to standard output whole, or raise `BrokenPipeError`.
+
+    With PYTHONUNBUFFERED set (as in many container images), `sys.stdout`
+    writes straight to its file descriptor and drops what one `write(2)` did
+    not take: a reader that left midway would cut the report short, with no
+    error, and the command would end with the verdict's status, not 141.
+    """
+    stdout = sys.stdout
+    raw = getattr(stdout, "buffer", None)
+    if raw is None:  # a text-only stream (one a caller put in its place)
+        stdout.write(text)
+        stdout.flush()
+        return
+    stdout.flush()
+    data = memoryview(text.encode(stdout.encoding or "utf-8", stdout.errors or "strict"))
+    while data:
+        written = raw.write(data)
+        if written is None:  # a non-blocking descriptor that is full: wait until it is not
+            import select
+
+            select.select([], [raw], [])
+            continue
+        data = data[written:]
+    raw.flush()
 
 
 def _one_line(message: str) -> str:

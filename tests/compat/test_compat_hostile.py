@@ -322,6 +322,34 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     assert (process.returncode, err) == (141, b"")
 
 
+@pytest.mark.subprocess
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_a_reader_that_leaves_midway_ends_the_command_quietly(
+    tmp_path: Path, unbuffered: str
+) -> None:
+    # A report larger than any pipe holds (over 1 MiB), so that the command is
+    # in the middle of writing it when the reader leaves. With PYTHONUNBUFFERED,
+    # Python's own stdout would drop the rest of a short write without an error.
+    fields = "".join(f"  int32 f{i} = {i};\n" for i in range(1, 6001))
+    for side, kind in (("old", "int32"), ("new", "string")):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "t.proto").write_text(
+            f'syntax = "proto3";\npackage t.v1;\nmessage M {{\n{fields.replace("int32", kind)}}}\n'
+        )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llmgw_wire._cli", "compat", "new", "--against", "old"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": unbuffered},
+    )
+    assert process.stdout is not None
+    assert process.stdout.read(100).startswith(b"new/t.proto:")
+    process.stdout.close()
+    _, err = process.communicate(timeout=60)
+    assert (process.returncode, err) == (141, b"")
+
+
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_a_descriptor_set_must_be_a_regular_file(
     folder: Path, capsys: pytest.CaptureFixture[str]
