@@ -373,26 +373,32 @@ async def _serve_round(
         session.start_reading()  # what arrives counts as an answer, whoever reads it
         await serve(session)
 
-    loop = asyncio.get_running_loop()
-    deadline = None if first_answer_timeout is None else loop.time() + first_answer_timeout
     task = asyncio.ensure_future(work())
     stopping = asyncio.ensure_future(stopped.wait())
-    heard = asyncio.ensure_future(_answered(session, call))
+    # The first answer, watched only when it has a deadline.
+    heard: asyncio.Future[None] | None = None
+    deadline = 0.0
+    if first_answer_timeout is not None:
+        heard = asyncio.ensure_future(_answered(session, call))
+        deadline = asyncio.get_running_loop().time() + first_answer_timeout
+    timed_out = False
     try:
         while not (task.done() or stopping.done()):
             waiting: set[asyncio.Future[Any]] = {task, stopping}
             timeout = None
-            if deadline is not None and not heard.done():
+            if heard is not None and not heard.done():
                 waiting.add(heard)
-                timeout = max(deadline - loop.time(), 0.0)
+                timeout = max(deadline - asyncio.get_running_loop().time(), 0.0)
             done, _ = await asyncio.wait(
                 waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
             )
             if not done:
-                break  # nothing heard in time
+                timed_out = True
+                break
     finally:
-        stopping.cancel()
-        heard.cancel()
+        for watcher in (stopping, heard):
+            if watcher is not None:
+                watcher.cancel()
         if not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -400,11 +406,11 @@ async def _serve_round(
     if not task.cancelled():
         task.result()  # its error, if any, ends the round
         return
-    if stopped.is_set() and registered:
-        return  # left cleanly by the caller's `connect`
+    if registered and not timed_out:
+        return  # stopped: left cleanly by the caller's `connect`
     # Nothing registered (nothing to leave), or nothing heard: no waiting for the plane.
     session._abandon()
-    if not stopped.is_set():
+    if timed_out:
         raise StreamError(
             f"no answer from the control plane within {first_answer_timeout:g} s",
             code=StatusCode.DEADLINE_EXCEEDED,

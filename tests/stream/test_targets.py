@@ -169,6 +169,27 @@ def test_an_address_that_never_answers_is_left_after_the_first_answer_timeout() 
     asyncio.run(asyncio.wait_for(main(), 90))
 
 
+def test_stop_is_honoured_while_an_address_holds_the_call_unanswered() -> None:
+    async def main() -> None:
+        async with http2_fake(None) as fake:
+            stop = asyncio.Event()
+            agent = asyncio.ensure_future(
+                keep_connected(fake.target, sample_registration, read_nothing, stop=stop)
+            )
+            while fake.requests == 0:
+                await asyncio.sleep(0.05)
+            stop.set()
+            # Within the leave grace (5 s), far from the first-answer deadline (30 s).
+            await asyncio.wait_for(agent, 20)
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+async def read_nothing(session: AgentSession) -> None:
+    async for _ in session:
+        pass
+
+
 def test_a_refusal_from_each_address_ends_the_agent() -> None:
     async def main() -> None:
         async with http2_fake(403) as first, http2_fake(403) as second:
