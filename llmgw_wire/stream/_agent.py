@@ -120,10 +120,11 @@ class _ClientCall:
         return bool(self._call.done())
 
 
-#: Each channel its own subchannel, so its own connection and connect backoff:
-#: from grpc's global pool, a new channel to a target inherits the backoff an
-#: earlier channel's failures left (up to 120 s), and fails at once with the
-#: old error until it expires; an agent's own `Backoff` would not be its pace.
+#: A channel's own subchannel, so its own connection and connect backoff, for
+#: each round of `keep_connected`: from grpc's global pool, a new channel to a
+#: target inherits the backoff an earlier channel's failures left (up to 120
+#: s), and fails at once with the old error until it expires; the agent's own
+#: `Backoff` would not be its pace.
 OWN_SUBCHANNEL: Final = ("grpc.use_local_subchannel_pool", 1)
 
 
@@ -135,7 +136,6 @@ def channel_options(
 ) -> list[tuple[str, Any]]:
     """The grpc options of an agent's channel."""
     options: list[tuple[str, Any]] = [
-        OWN_SUBCHANNEL,
         ("grpc.max_receive_message_length", max_message_size),
         ("grpc.max_send_message_length", max_message_size),
     ]
@@ -217,9 +217,11 @@ async def connect(
     lost; only then is the call cancelled. A task cancelled inside the block
     cancels the call at once. Leaving raises nothing of its own.
 
-    Each `connect` has a connection of its own (grpc's
-    `grpc.use_local_subchannel_pool`): nothing of an earlier one, its
-    connect backoff included, carries over.
+    Channels of one process to one target share grpc's subchannel, and so
+    its connection and its connect backoff (up to 120 s after failures). A
+    loop of its own that connects again should pass
+    `options=[("grpc.use_local_subchannel_pool", 1)]`, as `keep_connected`
+    does, so that its own delays are its pace.
 
     Args:
         target: the control plane, "host:port".
@@ -514,7 +516,11 @@ async def keep_connected(
     tls = connect_options.get("tls")
     targets = Targets(target, check_name=tls is not None and tls.server_name is None)
     metrics = metrics_for(meter_provider)
-    connect_options["options"] = [*_reconnect_options(backoff), *connect_options.get("options", ())]
+    connect_options["options"] = [
+        OWN_SUBCHANNEL,
+        *_reconnect_options(backoff),
+        *connect_options.get("options", ()),
+    ]
     pace = _Pace(backoff, targets, on_refused)
     loop = asyncio.get_running_loop()
     stopped = stop or asyncio.Event()
