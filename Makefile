@@ -162,6 +162,16 @@ load: $(STAMP)
 
 .PHONY: load
 
+## failover: 1,000 agents (keep_connected to two addresses, a shard store each) on
+## control plane A; A is killed, then stopped gracefully; the time until all are
+## adopted on standby B (and as a multiple of Backoff.maximum), registrations lost
+## or duplicated, compute lost, B's CPU; with grpc-go as B too when
+## `make interop-go-build` has built it. FAILOVER_ARGS go to bench/failover.py
+failover: $(STAMP)
+	$(BIN)/python bench/failover.py $(FAILOVER_ARGS)
+
+.PHONY: failover
+
 ## docs: build the documentation site into site/, warnings as errors (Python >= 3.11),
 ## and check what it shows (the tests of tests/test_docs.py marked `build`)
 docs: $(STAMP)
