@@ -1,4 +1,4 @@
-"""The architecture of DESIGN.md, held by tests as well as by `make lint`'s contracts.
+"""The architecture of CONTRIBUTING.md ("Where things go"), held by tests and `make lint`.
 
 import-linter checks the layers (`pyproject.toml`, `[tool.importlinter]`);
 these tests check what its contracts cannot say: that no module imports a
