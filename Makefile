@@ -181,9 +181,10 @@ docs: $(STAMP)
 	else echo "docs: the documentation tools need Python >= 3.11; not built"; fi
 
 ## bench-smoke: the benchmarks, whole but tiny: every contender still computes the
-## same thing, and the report is complete (figures mean nothing here)
+## same thing, and the report is complete (figures mean nothing here); and a
+## failover of a handful of agents, nothing lost
 bench-smoke: $(STAMP)
-	$(BIN)/python -m pytest -q -m build tests/test_bench_smoke.py
+	$(BIN)/python -m pytest -q -m build tests/test_bench_smoke.py tests/test_failover_smoke.py
 
 ## dist: build the sdist and the wheel into dist/ and check them: metadata,
 ## contents (LICENSE, the .proto files, py.typed), version == the CHANGELOG's

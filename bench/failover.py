@@ -251,9 +251,9 @@ class Tally:
         register = json.loads(" ".join(words[1:])).get("register")
         if register is None:
             return
-        shards = register.get("runningShards", [])
+        shards = register.get("running_shards", [])  # proto names: UseProtoNames
         devices = [tuple(s.get("compute", {}).get("devices", ())) for s in shards]
-        self._registered(register["nodeId"], devices == [PLACED])
+        self._registered(register["node_id"], devices == [PLACED])
 
     def _registered(self, node: str, compute_kept: bool) -> None:
         with self.lock:
