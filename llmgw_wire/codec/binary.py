@@ -50,9 +50,6 @@ def compiled_upb() -> Compiled:
     return compile_backend(Upb(CLASSES, dict(STATE_NUMBERS), STR_ENTRY))
 
 
-_WIRE_NAMES: dict[type, str] = {cls: name for name, cls in betterproto2_classes().items()}
-
-
 def encode(value: object) -> bytes:
     """Serialise a domain value as its wire message.
 
@@ -199,12 +196,13 @@ def decode(
         TypeError: `into` is neither a domain model with a wire message of its
             own nor a `llmgw_wire.v1` message class.
     """
-    wire_name = _WIRE_NAMES.get(into)
-    if wire_name is not None:
+    decoder = _upb_decoders().get(into)
+    if decoder is None:
+        wire_name = _wire_names().get(into) or not_top_level(into)
         # Parsed by upb, within the limits; betterproto2's parser never sees the bytes.
         wire: T = build(parse(data, wire_name, max_size, max_items), wire_name)
         return wire
-    name, structure = _upb_decoders().get(into) or not_top_level(into)
+    name, structure = decoder
     message = parse(data, name, max_size, max_items, DOMAIN_CLASSES)
     try:
         value: T = structure(message)
@@ -212,6 +210,12 @@ def decode(
         # A map entry's bytes refused: the parse of every field says what and where.
         value = structure(parse(data, name, max_size, max_items))
     return value
+
+
+@cache
+def _wire_names() -> dict[type, str]:
+    """By `llmgw_wire.v1` class: its proto name (the classes loaded on first use)."""
+    return {cls: name for name, cls in betterproto2_classes().items()}
 
 
 @cache

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from llmgw_wire.v1.redaction import descriptor_set
+from llmgw_wire._schema import descriptor_set
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
