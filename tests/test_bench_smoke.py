@@ -57,6 +57,7 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
         "StartShard (",
         "ShardStatus (",
         "Storm: ",
+        "Import, fresh interpreters",
         "Schema checker against buf: ",
         "Targets",
         "Hostile input",
@@ -86,7 +87,9 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
     for tools in report["compat"]["median_s"].values():
         assert tools["llmgw-wire compat"] > 0
     assert 3000 < report["sizes"]["Register"] < 4000
-    assert len(report["targets"]) == 19
+    assert report["storm"]["tracked_each"] > 0
+    assert report["import"]["library_s"] > report["import"]["bare_s"] > 0
+    assert len(report["targets"]) == 21
     assert all(isinstance(target["met"], bool) for target in report["targets"])
 
 

@@ -316,14 +316,16 @@ def _str_map(container: Any, entry: Any = None) -> FrozenMap:
     """
     if not container:
         return _NO_MAP
-    if entry is not None and not hasattr(container, "add"):
+    # Its entries' bytes (a repeated scalar field: no `add`, an `append`).
+    as_bytes = entry is not None and not hasattr(container, "add") and hasattr(container, "append")
+    if as_bytes:
         key: tuple[object, ...] = tuple(container[:])
         shared = _MAPS.get(key)
         if shared is not None:
             return shared  # type: ignore[return-value]
     # Loops, not comprehensions: a comprehension is a function call of its own.
     items = {}
-    if entry is not None and not hasattr(container, "add"):
+    if as_bytes:
         # Parsed only now: upb's own error (not a value refused) for bytes it refuses.
         parse = entry.FromString
         for raw in key:
@@ -348,16 +350,10 @@ def _str_map(container: Any, entry: Any = None) -> FrozenMap:
     return shared  # type: ignore[return-value]
 
 
-def _tuple(items: list[Any]) -> tuple[Any, ...]:
-    """The items of a repeated scalar field (a list), as the one shared tuple of them."""
-    if not items:
-        return ()
-    value = tuple(items)
-    shared = _TUPLES.get(value)
-    if shared is None:
-        _TUPLES.add(value, value)
-        return value
-    return shared  # type: ignore[return-value]
+def _tuple(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`value`, a tuple of a repeated scalar field not seen before, shared from now on."""
+    _TUPLES.add(value, value)
+    return value
 
 
 #: The most values a table of shared values holds, and the most characters of
@@ -430,6 +426,7 @@ class _Namespace:
             "_leader_endpoint": leader_endpoint,
             "_str_map": _str_map,
             "_tuple": _tuple,
+            "_TUPLES": _TUPLES,
             "_new": object.__new__,
         }
         self._consts: dict[int, str] = {}
@@ -510,7 +507,7 @@ def _settable(domain: type) -> bool:
 
 
 # What an expression of the structure functions gives, by how it begins.
-_GIVES = {"tuple(": tuple, "_tuple(": tuple, "_str_map(": FrozenMap}
+_GIVES = {"tuple(": tuple, "_str_map(": FrozenMap}
 
 
 def _gives(expr: str) -> type | None:
@@ -584,11 +581,23 @@ class StructureGen:
             body = "".join(f"\n        {attr}={expr}," for attr, expr in exprs)
         return f"{head}    return {cls}({body}\n    )\n"
 
-    def shared(self, rule: object, expr: str) -> str:
-        """`expr`, the source of `rule`'s value, as the one shared tuple where it gives one."""
-        if self.backend.shares_values and type(rule) is rules.Repeated:
-            return "_tuple(" + expr.removeprefix("tuple(") if expr.startswith("tuple(") else expr
-        return expr
+    def shared_tuple(self, rule: object, expr: str, local: str, indent: str) -> list[str]:
+        """Statements that set `local` to the tuple `expr` gives, the one shared equal tuple.
+
+        Empty when the backend does not share values or `expr` is not a
+        repeated field's tuple. A lookup, and a call only for a tuple not seen
+        before: a repeated field of a value not itself shared (a GPU's NVLink
+        peers, a shard's GPUs) is one tuple for every value that has it.
+        """
+        if not (self.backend.shares_values and type(rule) is rules.Repeated):
+            return []
+        if not expr.startswith("tuple("):
+            return []
+        return [
+            f"{indent}{local} = _TUPLES.get(_t := {expr})",
+            f"{indent}if {local} is None:",
+            f"{indent}    {local} = _tuple(_t)",
+        ]
 
     def built(
         self, domain: type, var: str, indent: str, ready: list[str] | None = None
@@ -603,7 +612,7 @@ class StructureGen:
         """
         rules_ = self.ns.pairs[domain].rules
         params = list(self.params)
-        exprs = ready or [self.shared(rule, rule.structure_expr(self)) for rule in rules_]
+        exprs = ready or [rule.structure_expr(self) for rule in rules_]
         # The function's own parameters are already declared (`function` read
         # its rules first); an embedded value that takes some of its own is
         # built by its own function.
@@ -632,6 +641,11 @@ class StructureGen:
             setter = self.ns.setter(domain, rule.attr)
             if ready is None:
                 value = self.converted(domain, rule.attr, value)
+                if value == expr and (
+                    shared := self.shared_tuple(rule, expr, f"_{var}_{rule.attr}", indent)
+                ):
+                    lines += shared
+                    value = f"_{var}_{rule.attr}"
             lines.append(f"{indent}{setter}({var}, {value})")
         return lines
 

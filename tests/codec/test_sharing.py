@@ -122,3 +122,13 @@ def test_a_placement_is_shared_across_shard_reports() -> None:
     decoded = [decode(encode(report), ShardReport) for report in reports]
     assert decoded == reports
     assert decoded[0].compute is decoded[1].compute is decoded[2].compute
+
+
+@pytest.mark.parametrize("classes", ["CLASSES", "DECODE_CLASSES", "DOMAIN_CLASSES"])
+def test_the_structure_functions_read_a_map_as_each_parse_gives_it(classes: str) -> None:
+    # A map, its entries as messages, or its entries' bytes: the same value.
+    from llmgw_wire.codec import schema
+
+    value = sample_registration()
+    message = getattr(schema, classes)["llmgw.v1.Register"].FromString(encode(value))
+    assert compiled_upb().structure[Registration](message) == value
