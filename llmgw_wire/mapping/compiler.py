@@ -365,13 +365,13 @@ INTERNED_CHARS = 1 << 20
 
 
 def _held(parts: tuple[object, ...]) -> int:
-    """What a key holds: the characters of its texts, and one more per element of a tuple."""
-    held = 0
+    """What a key holds: one per element (its own, its tuples'), the characters of its texts."""
+    held = len(parts)
     for part in parts:
         if isinstance(part, (str, bytes)):
             held += len(part)
         elif isinstance(part, tuple):
-            held += len(part) + _held(part)
+            held += _held(part)
         elif isinstance(part, FrozenMap):
             held += len(part) + sum(len(k) + len(v) for k, v in part.items())
     return held

@@ -132,3 +132,17 @@ def test_the_structure_functions_read_a_map_as_each_parse_gives_it(classes: str)
     value = sample_registration()
     message = getattr(schema, classes)["llmgw.v1.Register"].FromString(encode(value))
     assert compiled_upb().structure[Registration](message) == value
+
+
+def test_a_table_of_tuples_counts_their_elements(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Numbers hold no text: a tuple of many is bounded by its elements.
+    from llmgw_wire.mapping import compiler
+
+    bound = 20_000
+    monkeypatch.setattr(compiler, "INTERNED_CHARS", bound)
+    table = compiled_upb().structure[GPU].__globals__["_TUPLES"]
+    for n in range(4):
+        peers = tuple(range(n, n + 9000))
+        value = Registration(Node(id="n1", gpus=(GPU(index=0, nvlink_peers=peers),)))
+        assert decode(encode(value), Registration) == value
+        assert sum(map(len, table)) <= bound
