@@ -218,6 +218,10 @@ if not TYPE_CHECKING:
     # module `__getattr__` would make every name, misspelt ones included, `Any`.
 
     def __getattr__(name: str) -> Any:
+        if name == "v1":
+            # The wire classes load on first use (the codec needs none), so
+            # `llmgw_wire.v1` is imported when first reached, as here.
+            return importlib.import_module("llmgw_wire.v1")
         home = _HOMES.get(name)
         if home is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -48,9 +48,11 @@ def _private_imports(module: str, path: Path) -> list[str]:
                 continue
             private = [n for n in names if n.startswith("_") and not n.startswith("__")]
             # The generated layer is private by design (re-exported by `v1`),
-            # and so are the version module that the root and the command read
-            # and the calls that wait for `domain` and `v1` to be imported.
-            if private and private[0] in {"_gen", "_version", "_on_import"}:
+            # and so are the version module that the root and the command read,
+            # the calls that wait for `domain` and `v1` to be imported, and the
+            # schema's descriptor set beside the generated layer (`v1.redaction`
+            # re-exports it).
+            if private and private[0] in {"_gen", "_version", "_on_import", "_schema"}:
                 continue
             if private:
                 found.append(f"{module}: from {target} import {alias.name}")
