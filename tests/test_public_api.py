@@ -88,8 +88,6 @@ SURFACE: dict[str, list[str]] = {
         "converter",
         "decode",
         "encode",
-        "from_json",
-        "to_json",
     ],
     "llmgw_wire.domain": [*MODELS, "FrozenMap"],
     "llmgw_wire.errors": [
@@ -113,11 +111,9 @@ SURFACE: dict[str, list[str]] = {
     "llmgw_wire.codec.json": [
         "decode",
         "encode",
-        "from_json",
         "json_converter",
         "make_json_converter",
         "parse_json",
-        "to_json",
     ],
     "llmgw_wire.gc": ["AdoptionFreezer"],
     "llmgw_wire.mapping": [
@@ -239,8 +235,6 @@ SURFACE: dict[str, list[str]] = {
         "law_cases",
         "llmgw_wire_converter",
         "llmgw_wire_stream",
-        "pytest_addoption",
-        "pytest_generate_tests",
     ],
     "llmgw_wire.testing.stream": [
         "WAIT",

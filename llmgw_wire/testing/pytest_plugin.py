@@ -60,8 +60,6 @@ __all__ = [
     "law_cases",
     "llmgw_wire_converter",
     "llmgw_wire_stream",
-    "pytest_addoption",
-    "pytest_generate_tests",
 ]
 
 _OPTION = "--llmgw-wire-converter"
