@@ -11,9 +11,12 @@ Four resolutions, each in a new virtual environment under `build/resolutions/`:
   resolves it: an extra's floor may need more than a runtime floor
   (grpcio-reflection 1.85.1 needs grpcio >= 1.85.1, above grpcio's 1.84), so
   the extras' floors are not tried together with the runtime floors;
-* `service`: a service's environment that pins grpcio (`SERVICE_PINS`, a
+* `service`: a service's environment with a pinned grpcio (`SERVICE_PINS`, a
   release older than the newest) installs `llmgw-wire[every extra]` in a
-  second step: the pins must stay as they were, nothing upgraded.
+  second step, its pins passed to pip as constraints (as a lock file or
+  `pip install -c` does): every floor must allow the pins, and they stay as
+  they were. (Without its pins, pip takes the newest grpcio-reflection, which
+  needs the newest grpcio, and upgrades grpcio: pip upgrades what nothing pins.)
 
 protobuf 6.33.x is not among them: the library cannot run on it. Its upb
 reads a length prefix over 5 bytes, which the codec must refuse
@@ -60,9 +63,10 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "resolutions"
 SMOKE = ROOT / "scripts" / "smoke.py"
-# Each resolution: the requirements it pins at their floors ("runtime", "extras"
-# or none), what it installs and smokes in turn (the wheel alone, the wheel with
-# every extra), and what it is, for the output. The wheel alone in
+# Each resolution: the requirements it pins ("runtime" or "extras" at their
+# floors, "service" at `SERVICE_PINS`, or none), what it installs and smokes in
+# turn (the wheel alone, the wheel with every extra), and what it is, for the
+# output. The wheel alone in
 # `extras-floors` would be the same as in `newest`: no runtime requirement is pinned.
 RESOLUTIONS = {
     "floors": ("runtime", ("core",), "every runtime requirement at its floor"),
@@ -74,9 +78,9 @@ RESOLUTIONS = {
         "(an extra's floor may need more than a runtime floor)",
     ),
     "service": (
-        "",
+        "service",
         ("extras",),
-        "a service's pinned grpcio installed first, then every extra beside it",
+        "a service's pinned grpcio installed first, then every extra under that pin",
     ),
 }
 # What the `service` resolution installs first, as a service that pins them
@@ -221,7 +225,7 @@ def main() -> int:
         started = time.monotonic()
         pins, installs, what = RESOLUTIONS[name]
         with_extras = "extras" in installs
-        wanted = {"runtime": runtime, "extras": extra_floors}.get(pins, {})
+        wanted = {"runtime": runtime, "extras": extra_floors, "service": SERVICE_PINS}.get(pins, {})
         constraints = None
         if wanted:
             constraints = OUT / f"{name}.txt"
@@ -231,7 +235,6 @@ def main() -> int:
         steps = [extras if step == "extras" else [] for step in installs]
         first = SERVICE_PINS if name == "service" else {}
         installed = resolve(name, wheel, constraints, steps, args.python, first)
-        wanted = {**wanted, **first}
         wrong = {
             n: installed.get(n)
             for n, v in wanted.items()
