@@ -124,8 +124,8 @@ class Health:
     `Watch` ends, with OK, once it has sent the NOT_SERVING of a stop.
     """
 
-    def __init__(self, services: tuple[str, ...]) -> None:
-        self._status = dict.fromkeys(("", *services), _SERVING)
+    def __init__(self, services: tuple[str, ...], *, serving: bool = True) -> None:
+        self._status = dict.fromkeys(("", *services), _SERVING if serving else _NOT_SERVING)
         self._changed = asyncio.Condition()
         self._stopping = False
 
