@@ -214,3 +214,18 @@ def test_the_registration_duration_has_boundaries_in_seconds_without_a_view() ->
     assert max(bounds) >= 30, bounds  # a slow registration is not lumped with the rest
     # Each duration lands in a bucket of its own: a latency can be read.
     assert sorted(point.bucket_counts, reverse=True)[:5] == [1, 1, 1, 1, 0]
+
+
+def test_the_operating_guide_lists_the_advised_boundaries() -> None:
+    import re
+    from pathlib import Path
+
+    from llmgw_wire.stream._metrics import REGISTRATION_BOUNDARIES
+
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guides" / "operating.md"
+    found = re.search(
+        r"boundaries, in seconds, so that\s+it reads without a View: ([^(]+)\(", guide.read_text()
+    )
+    assert found
+    listed = [float(n) for n in re.findall(r"[\d.]+", found[1])]
+    assert listed == list(REGISTRATION_BOUNDARIES)
