@@ -196,9 +196,10 @@ dist: $(STAMP)
 	$(BIN)/python scripts/check_dist.py dist
 	LLMGW_DIST=$(CURDIR)/dist $(BIN)/python -m pytest -q -m build tests/test_wheel.py
 
-## resolutions: the wheel of `make dist` in three fresh venvs: every runtime dependency
+## resolutions: the wheel of `make dist` in four fresh venvs: every runtime dependency
 ## at its declared floor; everything at its newest, every extra too; every extra's
-## requirements at their floors (the rest as pip resolves it). scripts/smoke.py runs on
+## requirements at their floors (the rest as pip resolves it); a service's grpcio pin
+## that every extra leaves as it is. scripts/smoke.py runs on
 ## the wheel alone, and one smoke per extra where the extras are installed
 resolutions: dist
 	$(BIN)/python scripts/resolutions.py --wheel dist/llmgw_wire-*.whl

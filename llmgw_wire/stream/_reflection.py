@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from google.protobuf import descriptor_pb2, descriptor_pool
-from grpc_health.v1 import health_pb2
 
+from llmgw_wire.stream._health import HEALTH_FILE
 from llmgw_wire.v1.redaction import descriptor_set
 
 if TYPE_CHECKING:
@@ -33,6 +33,6 @@ def serve_reflection(server: grpc.aio.Server, services: tuple[str, ...]) -> None
     pool = descriptor_pool.DescriptorPool()
     for file in descriptor_set().file:
         pool.Add(file)
-    for module in (health_pb2, reflection_pb2):
-        pool.Add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb))
+    pool.Add(HEALTH_FILE)
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(reflection_pb2.DESCRIPTOR.serialized_pb))
     reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server, pool=pool)
