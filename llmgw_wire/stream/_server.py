@@ -207,6 +207,7 @@ class AgentService:
             max_items=self._max_items,
         )
         session.certificate = certificate
+        session.send_timeout = self._limits.send_timeout
         session._metrics = self._metrics
         session._on_registered = self._waiting.discard
         return session
@@ -343,6 +344,12 @@ class AgentService:
         end(RegistrationTimeout(f"no registration within {timeout:g} s"))
 
 
+#: Seconds a send being written (one with a timeout) may still take once its
+#: call has been ended, by a stop or a refusal: an agent that takes messages
+#: takes one in far less.
+SEND_AFTER_END: Final = 1.0
+
+
 class _Handling:
     """`handle` run in the call's own task, and its cancellation when something ends the call."""
 
@@ -382,7 +389,12 @@ class _Handling:
         return uncancel is None or uncancel() == 0
 
     def stop(self, session: ControlSession) -> None:
-        """Cancel `handle`, never in the middle of a send: what was sent arrives whole."""
+        """Cancel `handle`, never in the middle of a send: what was sent arrives whole.
+
+        A send being written gets at most `SEND_AFTER_END` seconds more: an
+        agent that reads nothing must not hold the end of its call.
+        """
+        session._hurry_send(SEND_AFTER_END)
         if self.running and self._stopper is None:
             self._stopper = asyncio.get_running_loop().create_task(self._stop(session))
 
