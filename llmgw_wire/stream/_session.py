@@ -205,7 +205,6 @@ class _Session(Generic[S, R]):
         self._cut = False
         # The `asyncio.Timeout` of the send being written, if it has one.
         self._writing: Any = None
-        #: The default timeout of `send`, in seconds; None waits as long as it takes.
         self.send_timeout: float | None = None
         self._warned = FirstLines()
         self._bad_log = Throttle()
@@ -591,6 +590,8 @@ class AgentSession(_Session[FromAgent, FromControl]):
 
     Attributes:
         peer: the control plane's address, for messages.
+        send_timeout: the default timeout of `send`, in seconds; None (the
+            default) waits as long as it takes.
     """
 
     _outbound_name = AGENT_MESSAGE
@@ -745,8 +746,15 @@ class ControlSession(_Session[FromControl, FromAgent]):
     one registered with INVALID_ARGUMENT, and anything sent before the
     registration with FAILED_PRECONDITION; none of them reaches `handle`.
 
+    A message that does not decode before the registration ends the call at
+    once with INVALID_ARGUMENT, its details `UNREADABLE_BEFORE_REGISTRATION`
+    and the `DecodeError`'s text, whatever `on_bad_message` says: the agent
+    learns why at once, not from the registration deadline.
+
     Attributes:
         peer: the agent's address, for messages.
+        send_timeout: the default timeout of `send`, in seconds (the
+            server's `ServerLimits.send_timeout`); None waits as long as it takes.
         node_id: the node id of the registration received; None before.
         metadata: the call's metadata (keys in lower case), e.g. a token.
         certificate: the agent's verified client certificate (mutual TLS), else None.
