@@ -266,6 +266,7 @@ class _Session(Generic[S, R]):
                 await self._write(data)
         else:
             timer = getattr(asyncio, "timeout", None)  # Python 3.11+: no task of its own
+            started = time.monotonic()
             try:
                 if timer is None:
                     await asyncio.wait_for(self._locked_write(data, None), timeout)
@@ -275,7 +276,8 @@ class _Session(Generic[S, R]):
             except asyncio.TimeoutError:
                 if self._partly_sent and not self._cut:
                     self._cut = True
-                    self._send_timed_out(timeout)
+                    # How long it waited: its timeout, or less once its call was ended.
+                    self._send_timed_out(time.monotonic() - started)
                 raise
         if self._metrics is not NO_METRICS:  # free without a meter provider
             self._metrics.message("sent", self._outbound.member_of(value))
@@ -314,12 +316,12 @@ class _Session(Generic[S, R]):
         if deadline.when() is None or deadline.when() > when:
             deadline.reschedule(when)
 
-    def _send_timed_out(self, timeout: float) -> None:
-        """End the call: a message is partly written, and the peer took nothing for `timeout` s."""
+    def _send_timed_out(self, waited: float) -> None:
+        """End the call: a message is partly written, and the peer took nothing for `waited` s."""
         logger.warning(
-            "a send to %s timed out after %g s with its message partly written: the call ends",
+            "a send to %s timed out after %.3g s with its message partly written: the call ends",
             self,
-            timeout,
+            waited,
         )
 
     async def _write(self, data: bytes) -> None:
@@ -663,14 +665,14 @@ class AgentSession(_Session[FromAgent, FromControl]):
         if not self._client_call.done():
             self._client_call.cancel()
 
-    def _send_timed_out(self, timeout: float) -> None:
-        super()._send_timed_out(timeout)
+    def _send_timed_out(self, waited: float) -> None:
+        super()._send_timed_out(waited)
         # grpc.aio reads a call cancelled here as a cancelled read, not as an
         # end: the session's end is put in the inbox, after what was read.
         if self._reader is not None:
             self._reader.cancel()
         self._inbox.append(
-            _End(PeerUnavailable(f"the control plane took no message for {timeout:g} s"))
+            _End(PeerUnavailable(f"the control plane took no message for {waited:.3g} s"))
         )
         self._wake()
         self._client_call.cancel()
@@ -876,12 +878,12 @@ class ControlSession(_Session[FromControl, FromAgent]):
         self._refused = True
         self._end_call(StreamError(details, code="INVALID_ARGUMENT"))
 
-    def _send_timed_out(self, timeout: float) -> None:
-        super()._send_timed_out(timeout)
+    def _send_timed_out(self, waited: float) -> None:
+        super()._send_timed_out(waited)
         if self._end_call is not None:
             self._end_call(
                 StreamError(
-                    f"the agent took no message for {timeout:g} s: a send timed out",
+                    f"the agent took no message for {waited:.3g} s: a send timed out",
                     code="DEADLINE_EXCEEDED",
                 )
             )

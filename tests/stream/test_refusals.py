@@ -28,6 +28,7 @@ from llmgw_wire.stream import (
     ServerLimits,
     StreamClosed,
     connect,
+    keep_connected,
     start_server,
 )
 from llmgw_wire.stream._session import UNREADABLE_BEFORE_REGISTRATION
@@ -144,6 +145,23 @@ def test_a_registration_over_the_item_limit_is_refused_at_once_naming_the_limit(
         assert "over the limit of 50" in error.value.details
 
     run(main)
+
+
+def test_keep_connected_gives_up_on_a_registration_the_control_plane_cannot_read() -> None:
+    many = Registration(node=Node(id="n1", gpus=tuple(GPU(index=i) for i in range(200))))
+    served: list[object] = []
+
+    async def serve(session: Any) -> None:
+        served.append(await session.recv())
+
+    async def main() -> None:
+        async with serving(Plane(read_to_the_end), max_items=50) as server:
+            agent = keep_connected(target(server), lambda: many, serve)
+            with pytest.raises(MessageRejected, match="over the limit of 50"):
+                await asyncio.wait_for(agent, WAIT)
+
+    run(main)
+    assert served == []
 
 
 def test_after_the_registration_a_bad_message_is_still_skipped() -> None:
