@@ -749,9 +749,11 @@ class ControlSession(_Session[FromControl, FromAgent]):
     registration with FAILED_PRECONDITION; none of them reaches `handle`.
 
     A message that does not decode before the registration ends the call at
-    once with INVALID_ARGUMENT, its details `UNREADABLE_BEFORE_REGISTRATION`
-    and the `DecodeError`'s text, whatever `on_bad_message` says: the agent
-    learns why at once, not from the registration deadline.
+    once, under the default policy "skip" too: with INVALID_ARGUMENT, its
+    details `UNREADABLE_BEFORE_REGISTRATION`, a colon and the
+    `DecodeError`'s text (under "end", the `DecodeError`'s text alone, as
+    for any bad message). The agent learns why at once, not from the
+    registration deadline.
 
     Attributes:
         peer: the agent's address, for messages.
@@ -868,7 +870,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
 
     async def _bad_message_skipped(self, data: bytes, error: DecodeError) -> None:
         # Before the registration, a message that cannot be read ends the call
-        # at once, whatever the policy: the agent learns why now, not from the
+        # at once, under "skip" too: the agent learns why now, not from the
         # registration deadline, and nothing is served without a registration.
         # A `DecodeError`'s text shows no secret's value.
         if self.node_id is not None or self._refused or self._end_call is None:
