@@ -424,6 +424,8 @@ def test_a_flood_of_bad_messages_is_a_few_lines_with_a_count(
     async def main() -> None:
         plane = Recording(control_plane)
         async with serving(plane) as server, raw_agent(server) as call:
+            # Registered first: before it, the first bad message ends the call.
+            await call.write(encode_envelope(sample_registration()))
             for _ in range(flood):
                 await call.write(b"\xff")
             await call.done_writing()
