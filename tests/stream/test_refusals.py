@@ -27,6 +27,7 @@ from llmgw_wire.stream import (
     PeerUnavailable,
     ServerLimits,
     StreamClosed,
+    StreamError,
     connect,
     keep_connected,
     start_server,
@@ -147,7 +148,7 @@ def test_a_registration_over_the_item_limit_is_refused_at_once_naming_the_limit(
     run(main)
 
 
-def test_keep_connected_gives_up_on_a_registration_the_control_plane_cannot_read() -> None:
+def test_keep_connected_can_give_up_on_a_registration_the_control_plane_cannot_read() -> None:
     many = Registration(node=Node(id="n1", gpus=tuple(GPU(index=i) for i in range(200))))
     served: list[object] = []
 
@@ -156,9 +157,16 @@ def test_keep_connected_gives_up_on_a_registration_the_control_plane_cannot_read
 
     async def main() -> None:
         async with serving(Plane(read_to_the_end), max_items=50) as server:
-            agent = keep_connected(target(server), lambda: many, serve)
+            refused: list[StreamError] = []
+
+            def give_up(error: StreamError) -> bool:
+                refused.append(error)
+                return False
+
+            agent = keep_connected(target(server), lambda: many, serve, on_refused=give_up)
             with pytest.raises(MessageRejected, match="over the limit of 50"):
                 await asyncio.wait_for(agent, WAIT)
+            assert [type(error) for error in refused] == [MessageRejected]
 
     run(main)
     assert served == []
