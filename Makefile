@@ -162,6 +162,16 @@ load: $(STAMP)
 
 .PHONY: load
 
+## failover: 1,000 agents (keep_connected to two addresses, a shard store each) on
+## control plane A; A is killed, then stopped gracefully; the time until all are
+## adopted on standby B (and as a multiple of Backoff.maximum), registrations lost
+## or duplicated, compute lost, B's CPU; with grpc-go as B too when
+## `make interop-go-build` has built it. FAILOVER_ARGS go to bench/failover.py
+failover: $(STAMP)
+	$(BIN)/python bench/failover.py $(FAILOVER_ARGS)
+
+.PHONY: failover
+
 ## docs: build the documentation site into site/, warnings as errors (Python >= 3.11),
 ## and check what it shows (the tests of tests/test_docs.py marked `build`)
 docs: $(STAMP)
@@ -171,9 +181,10 @@ docs: $(STAMP)
 	else echo "docs: the documentation tools need Python >= 3.11; not built"; fi
 
 ## bench-smoke: the benchmarks, whole but tiny: every contender still computes the
-## same thing, and the report is complete (figures mean nothing here)
+## same thing, and the report is complete (figures mean nothing here); and a
+## failover of a handful of agents, nothing lost
 bench-smoke: $(STAMP)
-	$(BIN)/python -m pytest -q -m build tests/test_bench_smoke.py
+	$(BIN)/python -m pytest -q -m build tests/test_bench_smoke.py tests/test_failover_smoke.py
 
 ## dist: build the sdist and the wheel into dist/ and check them: metadata,
 ## contents (LICENSE, the .proto files, py.typed), version == the CHANGELOG's
@@ -185,9 +196,10 @@ dist: $(STAMP)
 	$(BIN)/python scripts/check_dist.py dist
 	LLMGW_DIST=$(CURDIR)/dist $(BIN)/python -m pytest -q -m build tests/test_wheel.py
 
-## resolutions: the wheel of `make dist` in three fresh venvs: every runtime dependency
+## resolutions: the wheel of `make dist` in four fresh venvs: every runtime dependency
 ## at its declared floor; everything at its newest, every extra too; every extra's
-## requirements at their floors (the rest as pip resolves it). scripts/smoke.py runs on
+## requirements at their floors (the rest as pip resolves it); a service's grpcio pin
+## that every extra leaves as it is. scripts/smoke.py runs on
 ## the wheel alone, and one smoke per extra where the extras are installed
 resolutions: dist
 	$(BIN)/python scripts/resolutions.py --wheel dist/llmgw_wire-*.whl

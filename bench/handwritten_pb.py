@@ -2,13 +2,18 @@
 
 The same mapping as the library (the same renames, presence rules, state and
 endpoint rules, and the same range checks when encoding), over the same upb
-message classes (`llmgw_wire.codec.schema`, which is what generated `_pb2` modules give
-at run time), written as someone tuning it by hand would: checks inlined,
-sub-messages filled in place (`parent.field.add()`, no copies), repeated
-fields read by slicing, maps read key by key, domain values built with
-positional arguments, and the range of an int left to upb, which refuses one
-that does not fit its field (its type, which upb is lax about, is checked
-here). Failures raise `ValueError`.
+message classes (`llmgw_wire.codec.schema`, which is what generated `_pb2`
+modules give at run time), written as someone tuning it by hand would.
+
+Decoding builds each domain value as attrs' `__init__` leaves it, without its
+cost: `object.__new__`, then each slot set through its descriptor; tuples
+and dicts built once, the dicts owned by their `FrozenMap`; no check beyond
+upb's own. Encoding inlines its checks and fills sub-messages in place
+(`parent.field.add()`, no copies), and leaves an int's range to upb, which
+refuses one that does not fit its field (its type, which upb is lax about,
+is checked here). Failures raise `ValueError`.
+
+A test holds that it builds the values `llmgw_wire.decode` builds.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from llmgw_wire.domain import (
     AdoptedShard,
     Compute,
     FabricAttachment,
+    FrozenMap,
     GPUFabric,
     GPUHealth,
     Host,
@@ -75,172 +81,384 @@ def _bad(field: str, value: object) -> ValueError:
     return ValueError(f"cannot encode {field}={value!r}")
 
 
-def _str_map(container: Any) -> dict[str, str]:
-    return {key: container[key] for key in container}
-
-
 # --- wire to domain ----------------------------------------------------------------
+#
+# Each value is built as attrs' own `__init__` would leave it, without its
+# cost: a bare object (`object.__new__`), each slot set through its
+# descriptor (no lookup of `object.__setattr__` by name), each tuple and
+# dict built once and handed over (attrs' converters would copy them again),
+# the dicts owned by their `FrozenMap`. upb has checked everything the wire
+# can get wrong; nothing else is checked.
+
+_new = object.__new__
+_owning = FrozenMap._owning
+_NO_MAP = FrozenMap()
+
+
+def _slot(cls: type, name: str) -> Any:
+    """The setter of the slot `name` of the attrs class `cls`: its member descriptor's `__set__`."""
+    return vars(cls)[name].__set__
+
+
+def _str_map(container: Any) -> FrozenMap:
+    if not container:
+        return _NO_MAP
+    items = {}
+    for key in container:
+        items[key] = container[key]
+    return _owning(items)
+
+
+_compute_backend = _slot(Compute, "backend")
+_compute_devices = _slot(Compute, "devices")
+_compute_offloaded = _slot(Compute, "offloaded")
+_compute_total = _slot(Compute, "total")
 
 
 def _compute(m: Any) -> Compute:
-    return Compute(m.backend, m.devices[:], m.layers_offloaded, m.layers_total)
+    o = _new(Compute)
+    _compute_backend(o, m.backend)
+    _compute_devices(o, tuple(m.devices[:]))
+    _compute_offloaded(o, m.layers_offloaded)
+    _compute_total(o, m.layers_total)
+    return o
+
+
+_gpu_index = _slot(GPU, "index")
+_gpu_uuid = _slot(GPU, "uuid")
+_gpu_name = _slot(GPU, "name")
+_gpu_memory_total_mb = _slot(GPU, "memory_total_mb")
+_gpu_memory_used_mb = _slot(GPU, "memory_used_mb")
+_gpu_compute_capability = _slot(GPU, "compute_capability")
+_gpu_numa_node = _slot(GPU, "numa_node")
+_gpu_pci_bus_id = _slot(GPU, "pci_bus_id")
+_gpu_driver_version = _slot(GPU, "driver_version")
+_gpu_utilization_percent = _slot(GPU, "utilization_percent")
+_gpu_cuda_version = _slot(GPU, "cuda_version")
+_gpu_nvlink_peers = _slot(GPU, "nvlink_peers")
+_gpu_nic_paths = _slot(GPU, "nic_paths")
+_gpu_fabric = _slot(GPU, "fabric")
+_gpu_health = _slot(GPU, "health")
+_gpu_mig = _slot(GPU, "mig")
+_fabric_state = _slot(GPUFabric, "state")
+_fabric_status = _slot(GPUFabric, "status")
+_fabric_cluster_uuid = _slot(GPUFabric, "cluster_uuid")
+_fabric_clique_id = _slot(GPUFabric, "clique_id")
+_fabric_bandwidth = _slot(GPUFabric, "bandwidth")
+_health_ecc_errors = _slot(GPUHealth, "ecc_errors")
+_health_temperature_c = _slot(GPUHealth, "temperature_c")
+_health_problems = _slot(GPUHealth, "problems")
+_mig_parent_index = _slot(MIGDevice, "parent_index")
+_mig_parent_uuid = _slot(MIGDevice, "parent_uuid")
+_mig_parent_memory_total_mb = _slot(MIGDevice, "parent_memory_total_mb")
+_mig_device = _slot(MIGDevice, "device")
+_mig_profile = _slot(MIGDevice, "profile")
+_mig_gpu_instance = _slot(MIGDevice, "gpu_instance")
+_mig_compute_instance = _slot(MIGDevice, "compute_instance")
 
 
 def _gpu(m: Any) -> GPU:
-    state = m.fabric_state
-    fabric = (
-        GPUFabric(state, m.fabric_status, m.cluster_uuid, m.clique_id, m.fabric_bandwidth)
-        if state
-        else None
-    )
+    o = _new(GPU)
+    _gpu_index(o, m.index)
+    _gpu_uuid(o, m.uuid)
+    _gpu_name(o, m.name)
+    _gpu_memory_total_mb(o, m.memory_total_mb)
+    _gpu_memory_used_mb(o, m.memory_used_mb)
+    _gpu_compute_capability(o, m.compute_capability)
+    _gpu_numa_node(o, m.numa_node)
+    _gpu_pci_bus_id(o, m.pci_bus_id)
+    _gpu_driver_version(o, m.driver_version)
+    _gpu_utilization_percent(o, m.utilization_percent)
+    _gpu_cuda_version(o, m.cuda_version)
+    _gpu_nvlink_peers(o, tuple(m.nvlink_peers[:]))
+    _gpu_nic_paths(o, _str_map(m.nic_paths))
+    if state := m.fabric_state:
+        fabric = _new(GPUFabric)
+        _fabric_state(fabric, state)
+        _fabric_status(fabric, m.fabric_status)
+        _fabric_cluster_uuid(fabric, m.cluster_uuid)
+        _fabric_clique_id(fabric, m.clique_id)
+        _fabric_bandwidth(fabric, m.fabric_bandwidth)
+        _gpu_fabric(o, fabric)
+    else:
+        _gpu_fabric(o, None)
+    health = _new(GPUHealth)
+    _health_ecc_errors(health, m.ecc_errors)
+    _health_temperature_c(health, m.temperature_c)
+    _health_problems(health, tuple(m.problems[:]))
+    _gpu_health(o, health)
     if m.HasField("mig"):
         w = m.mig
-        mig: MIGDevice | None = MIGDevice(
-            w.parent_index,
-            w.parent_uuid,
-            w.parent_memory_total_mb,
-            w.device,
-            w.profile,
-            w.gpu_instance,
-            w.compute_instance,
-        )
+        mig = _new(MIGDevice)
+        _mig_parent_index(mig, w.parent_index)
+        _mig_parent_uuid(mig, w.parent_uuid)
+        _mig_parent_memory_total_mb(mig, w.parent_memory_total_mb)
+        _mig_device(mig, w.device)
+        _mig_profile(mig, w.profile)
+        _mig_gpu_instance(mig, w.gpu_instance)
+        _mig_compute_instance(mig, w.compute_instance)
+        _gpu_mig(o, mig)
     else:
-        mig = None
-    return GPU(
-        m.index,
-        m.uuid,
-        m.name,
-        m.memory_total_mb,
-        m.memory_used_mb,
-        m.compute_capability,
-        m.numa_node,
-        m.pci_bus_id,
-        m.driver_version,
-        m.utilization_percent,
-        m.cuda_version,
-        m.nvlink_peers[:],
-        _str_map(m.nic_paths),
-        fabric,
-        GPUHealth(m.ecc_errors, m.temperature_c, m.problems[:]),
-        mig,
-    )
+        _gpu_mig(o, None)
+    return o
+
+
+_shard_node_id = _slot(AdoptedShard, "node_id")
+_shard_replica_id = _slot(AdoptedShard, "replica_id")
+_shard_shard_id = _slot(AdoptedShard, "shard_id")
+_shard_rank = _slot(AdoptedShard, "rank")
+_shard_gpu_indices = _slot(AdoptedShard, "gpu_indices")
+_shard_hcas = _slot(AdoptedShard, "hcas")
+_shard_http_port = _slot(AdoptedShard, "http_port")
+_shard_state = _slot(AdoptedShard, "state")
+_shard_model = _slot(AdoptedShard, "model")
+_shard_profile = _slot(AdoptedShard, "profile")
+_shard_pool = _slot(AdoptedShard, "pool")
+_shard_fabric = _slot(AdoptedShard, "fabric")
+_shard_profile_fp = _slot(AdoptedShard, "profile_fp")
+_shard_compute = _slot(AdoptedShard, "compute")
+_shard_endpoint = _slot(AdoptedShard, "endpoint")
 
 
 def _shard(m: Any, node_id: str) -> AdoptedShard:
+    o = _new(AdoptedShard)
     rank = m.rank
     port = m.http_port
+    _shard_node_id(o, node_id)
+    _shard_replica_id(o, m.replica_id)
+    _shard_shard_id(o, m.shard_id)
+    _shard_rank(o, rank)
+    _shard_gpu_indices(o, tuple(m.gpu_indices[:]))
+    _shard_hcas(o, tuple(m.hcas[:]))
+    _shard_http_port(o, port)
+    _shard_state(o, _STATE_FROM_WIRE.get(m.state, _FAILED))
+    _shard_model(o, m.model)
+    _shard_profile(o, m.profile)
+    _shard_pool(o, m.pool)
+    _shard_fabric(o, m.fabric)
+    _shard_profile_fp(o, m.profile_fp)
+    _shard_compute(o, _compute(m.compute) if m.HasField("compute") else None)
     addr = m.leader_addr
-    return AdoptedShard(
-        node_id,
-        m.replica_id,
-        m.shard_id,
-        rank,
-        m.gpu_indices[:],
-        m.hcas[:],
-        port,
-        _STATE_FROM_WIRE.get(m.state, _FAILED),
-        m.model,
-        m.profile,
-        m.pool,
-        m.fabric,
-        m.profile_fp,
-        _compute(m.compute) if m.HasField("compute") else None,
-        f"http://{addr}:{port}" if rank == 0 and addr else None,
-    )
+    _shard_endpoint(o, f"http://{addr}:{port}" if rank == 0 and addr else None)
+    return o
+
+
+_host_os_id = _slot(Host, "os_id")
+_host_os_version = _slot(Host, "os_version")
+_host_os_codename = _slot(Host, "os_codename")
+_host_arch = _slot(Host, "arch")
+_host_cpu_flags = _slot(Host, "cpu_flags")
+_host_nvidia_driver = _slot(Host, "nvidia_driver")
+_imex_state = _slot(IMEX, "state")
+_imex_channels = _slot(IMEX, "channels")
+_weights_path = _slot(LocalWeights, "path")
+_weights_size_bytes = _slot(LocalWeights, "size_bytes")
+_weights_shared = _slot(LocalWeights, "shared")
+_storage_path = _slot(Storage, "path")
+_storage_free_bytes = _slot(Storage, "free_bytes")
+_storage_total_bytes = _slot(Storage, "total_bytes")
+_storage_shared = _slot(Storage, "shared")
+_attachment_fabric = _slot(FabricAttachment, "fabric")
+_attachment_hcas = _slot(FabricAttachment, "hcas")
+_attachment_rate_gbps = _slot(FabricAttachment, "rate_gbps")
+_node_id = _slot(Node, "id")
+_node_hostname = _slot(Node, "hostname")
+_node_mgmt_addr = _slot(Node, "mgmt_addr")
+_node_labels = _slot(Node, "labels")
+_node_state = _slot(Node, "state")
+_node_agent_version = _slot(Node, "agent_version")
+_node_features = _slot(Node, "features")
+_node_engine_versions = _slot(Node, "engine_versions")
+_node_engines_probed = _slot(Node, "engines_probed")
+_node_memory_total_mb = _slot(Node, "memory_total_mb")
+_node_cpu_count = _slot(Node, "cpu_count")
+_node_host = _slot(Node, "host")
+_node_weights = _slot(Node, "weights")
+_node_storage = _slot(Node, "storage")
+_node_gpus = _slot(Node, "gpus")
+_node_imex = _slot(Node, "imex")
+_node_fabrics = _slot(Node, "fabrics")
+_registration_node = _slot(Registration, "node")
+_registration_shards = _slot(Registration, "shards")
+
+
+def _host(h: Any) -> Host:
+    o = _new(Host)
+    _host_os_id(o, h.os_id)
+    _host_os_version(o, h.os_version)
+    _host_os_codename(o, h.os_codename)
+    _host_arch(o, h.arch)
+    _host_cpu_flags(o, tuple(h.cpu_flags[:]))
+    _host_nvidia_driver(o, h.nvidia_driver)
+    return o
+
+
+def _imex(w: Any) -> IMEX:
+    o = _new(IMEX)
+    _imex_state(o, w.state)
+    _imex_channels(o, w.channels)
+    return o
+
+
+def _weights(w: Any) -> LocalWeights:
+    o = _new(LocalWeights)
+    _weights_path(o, w.path)
+    _weights_size_bytes(o, w.size_bytes)
+    _weights_shared(o, w.shared)
+    return o
+
+
+def _storage(s: Any) -> Storage:
+    o = _new(Storage)
+    _storage_path(o, s.path)
+    _storage_free_bytes(o, s.free_bytes)
+    _storage_total_bytes(o, s.total_bytes)
+    _storage_shared(o, s.shared)
+    return o
+
+
+def _attachment(f: Any) -> FabricAttachment:
+    o = _new(FabricAttachment)
+    _attachment_fabric(o, f.fabric)
+    _attachment_hcas(o, tuple(f.hcas[:]))
+    _attachment_rate_gbps(o, f.rate_gbps)
+    return o
 
 
 def registration_from_wire(m: Any) -> Registration:
     """A `Register` message as a registration."""
-    if m.HasField("host"):
-        h = m.host
-        host = Host(h.os_id, h.os_version, h.os_codename, h.arch, h.cpu_flags[:], h.nvidia_driver)
-    else:
-        host = _NO_HOST
-    imex = IMEX(m.imex.state, m.imex.channels) if m.HasField("imex") else _NO_IMEX
     node_id = m.node_id
-    node = Node(
-        node_id,
-        m.hostname,
-        m.mgmt_addr,
-        _str_map(m.labels),
-        _READY,
-        m.agent_version,
-        m.features[:],
-        _str_map(m.engine_versions),
-        m.engines_probed,
-        m.memory_total_mb,
-        m.cpu_count,
-        host,
-        tuple([LocalWeights(w.path, w.size_bytes, w.shared) for w in m.weights[:]]),
-        tuple([Storage(s.path, s.free_bytes, s.total_bytes, s.shared) for s in m.storage[:]]),
-        tuple([_gpu(g) for g in m.gpus[:]]),
-        imex,
-        tuple([FabricAttachment(f.fabric, f.hcas[:], f.rate_gbps) for f in m.fabrics[:]]),
-    )
-    return Registration(node, tuple([_shard(s, node_id) for s in m.running_shards[:]]))
+    n = _new(Node)
+    _node_id(n, node_id)
+    _node_hostname(n, m.hostname)
+    _node_mgmt_addr(n, m.mgmt_addr)
+    _node_labels(n, _str_map(m.labels))
+    _node_state(n, _READY)
+    _node_agent_version(n, m.agent_version)
+    _node_features(n, tuple(m.features[:]))
+    _node_engine_versions(n, _str_map(m.engine_versions))
+    _node_engines_probed(n, m.engines_probed)
+    _node_memory_total_mb(n, m.memory_total_mb)
+    _node_cpu_count(n, m.cpu_count)
+    _node_host(n, _host(m.host) if m.HasField("host") else _NO_HOST)
+    _node_weights(n, tuple(map(_weights, m.weights[:])))
+    _node_storage(n, tuple(map(_storage, m.storage[:])))
+    _node_gpus(n, tuple(map(_gpu, m.gpus[:])))
+    _node_imex(n, _imex(m.imex) if m.HasField("imex") else _NO_IMEX)
+    _node_fabrics(n, tuple(map(_attachment, m.fabrics[:])))
+    o = _new(Registration)
+    _registration_node(o, n)
+    _registration_shards(o, tuple([_shard(s, node_id) for s in m.running_shards[:]]))
+    return o
+
+
+_profile_name = _slot(Profile, "name")
+_profile_engine = _slot(Profile, "engine")
+_profile_gpu_class = _slot(Profile, "gpu_class")
+_profile_tp = _slot(Profile, "tp")
+_profile_pp = _slot(Profile, "pp")
+_profile_gpus_per_node = _slot(Profile, "gpus_per_node")
+_profile_nodes = _slot(Profile, "nodes")
+_profile_args = _slot(Profile, "args")
+_profile_env = _slot(Profile, "env")
+_profile_model_path = _slot(Profile, "model_path")
+_profile_served_model_name = _slot(Profile, "served_model_name")
+_profile_adapters = _slot(Profile, "adapters")
+_profile_kv_events = _slot(Profile, "kv_events")
+_adapter_name = _slot(Adapter, "name")
+_adapter_path = _slot(Adapter, "path")
+_spec_replica_id = _slot(ShardSpec, "replica_id")
+_spec_shard_id = _slot(ShardSpec, "shard_id")
+_spec_rank = _slot(ShardSpec, "rank")
+_spec_nnodes = _slot(ShardSpec, "nnodes")
+_spec_leader_addr = _slot(ShardSpec, "leader_addr")
+_spec_leader_port = _slot(ShardSpec, "leader_port")
+_spec_gpu_indices = _slot(ShardSpec, "gpu_indices")
+_spec_hcas = _slot(ShardSpec, "hcas")
+_spec_mgmt_interface = _slot(ShardSpec, "mgmt_interface")
+_spec_http_port = _slot(ShardSpec, "http_port")
+_spec_pool = _slot(ShardSpec, "pool")
+_spec_fabric = _slot(ShardSpec, "fabric")
+_spec_profile_fp = _slot(ShardSpec, "profile_fp")
+_spec_api_key = _slot(ShardSpec, "api_key")
+_spec_threads = _slot(ShardSpec, "threads")
+_spec_profile = _slot(ShardSpec, "profile")
+_spec_compute = _slot(ShardSpec, "compute")
+_command_spec = _slot(ShardCommand, "spec")
+_command_startup_timeout = _slot(ShardCommand, "startup_timeout")
+
+
+def _adapter(a: Any) -> Adapter:
+    o = _new(Adapter)
+    _adapter_name(o, a.name)
+    _adapter_path(o, a.source)
+    return o
+
+
+def _profile(p: Any) -> Profile:
+    o = _new(Profile)
+    _profile_name(o, p.name)
+    _profile_engine(o, p.engine)
+    _profile_gpu_class(o, p.gpu_class)
+    _profile_tp(o, p.tp)
+    _profile_pp(o, p.pp)
+    _profile_gpus_per_node(o, p.gpus_per_node)
+    _profile_nodes(o, p.nodes)
+    _profile_args(o, tuple(p.args[:]))
+    _profile_env(o, _str_map(p.env))
+    _profile_model_path(o, p.model_path)
+    _profile_served_model_name(o, p.served_model_name)
+    _profile_adapters(o, tuple(map(_adapter, p.adapters[:])))
+    _profile_kv_events(o, p.kv_events)
+    return o
 
 
 def command_from_wire(m: Any) -> ShardCommand:
     """A `StartShard` message as a command."""
-    if m.HasField("profile"):
-        p = m.profile
-        profile = Profile(
-            p.name,
-            p.engine,
-            p.gpu_class,
-            p.tp,
-            p.pp,
-            p.gpus_per_node,
-            p.nodes,
-            p.args[:],
-            _str_map(p.env),
-            p.model_path,
-            p.served_model_name,
-            tuple([Adapter(a.name, a.source) for a in p.adapters[:]]),
-            p.kv_events,
-        )
-    else:
-        profile = _NO_PROFILE
-    replica_id = m.replica_id
-    shard_id = m.shard_id
-    pool = m.pool
-    fabric = m.fabric
-    profile_fp = m.profile_fp
-    spec = ShardSpec(
-        replica_id,
-        shard_id,
-        m.rank,
-        m.nnodes,
-        m.leader_addr,
-        m.leader_port,
-        m.gpu_indices[:],
-        m.hcas[:],
-        m.mgmt_interface,
-        m.http_port,
-        pool,
-        fabric,
-        profile_fp,
-        m.api_key,
-        m.cpu_threads,
-        profile,
-        None,
-    )
+    spec = _new(ShardSpec)
+    _spec_replica_id(spec, m.replica_id)
+    _spec_shard_id(spec, m.shard_id)
+    _spec_rank(spec, m.rank)
+    _spec_nnodes(spec, m.nnodes)
+    _spec_leader_addr(spec, m.leader_addr)
+    _spec_leader_port(spec, m.leader_port)
+    _spec_gpu_indices(spec, tuple(m.gpu_indices[:]))
+    _spec_hcas(spec, tuple(m.hcas[:]))
+    _spec_mgmt_interface(spec, m.mgmt_interface)
+    _spec_http_port(spec, m.http_port)
+    _spec_pool(spec, m.pool)
+    _spec_fabric(spec, m.fabric)
+    _spec_profile_fp(spec, m.profile_fp)
+    _spec_api_key(spec, m.api_key)
+    _spec_threads(spec, m.cpu_threads)
+    _spec_profile(spec, _profile(m.profile) if m.HasField("profile") else _NO_PROFILE)
+    _spec_compute(spec, None)
     try:
         timeout = dt.timedelta(milliseconds=m.startup_timeout_ms)
     except OverflowError:
         raise ValueError("startup_timeout_ms does not fit a timedelta") from None
-    return ShardCommand(spec, timeout)
+    o = _new(ShardCommand)
+    _command_spec(o, spec)
+    _command_startup_timeout(o, timeout)
+    return o
+
+
+_report_replica_id = _slot(ShardReport, "replica_id")
+_report_shard_id = _slot(ShardReport, "shard_id")
+_report_state = _slot(ShardReport, "state")
+_report_detail = _slot(ShardReport, "detail")
+_report_compute = _slot(ShardReport, "compute")
 
 
 def report_from_wire(m: Any) -> ShardReport:
     """A `ShardStatus` message as a shard report."""
-    return ShardReport(
-        m.replica_id,
-        m.shard_id,
-        _STATE_FROM_WIRE.get(m.state, _FAILED),
-        m.detail,
-        _compute(m.compute) if m.HasField("compute") else None,
-    )
+    o = _new(ShardReport)
+    _report_replica_id(o, m.replica_id)
+    _report_shard_id(o, m.shard_id)
+    _report_state(o, _STATE_FROM_WIRE.get(m.state, _FAILED))
+    _report_detail(o, m.detail)
+    _report_compute(o, _compute(m.compute) if m.HasField("compute") else None)
+    return o
 
 
 # --- domain to wire ------------------------------------------------------------------

@@ -20,7 +20,11 @@ control planes in turn, each in a process of its own:
 - `library-direct`: the library's plane again, with `recv` reading the call
   itself instead of the session's reader task: not safe (a `recv` that timed
   out would lose the call, which is why the library has the reader), and
-  here only to show what that guarantee costs.
+  here only to show what that guarantee costs;
+- `library-2p`: two processes of the library's plane on one port
+  (`start_server(options=[("grpc.so_reuseport", 1)])`): the kernel spreads
+  the agents' connections over them; CPU, memory and sockets are the two
+  processes' together, and heartbeats per second what both carried.
 
 Each run has two phases. The exchange: every agent connects, registers (a
 copy of the sample node, 3.3 kB, under a node id of its own), receives the
@@ -105,7 +109,11 @@ ROOT = Path(__file__).resolve().parent.parent
 GO_PLANE = ROOT / "build" / "interop" / "bin" / "controlplane"
 ID_ONLY = "library-id-only"
 DIRECT = "library-direct"
-PLANES = ("library", "raw", "raw+codec", "grpc-go", ID_ONLY, DIRECT)
+SHARED_PORT = "library-2p"
+PLANES = ("library", "raw", "raw+codec", "grpc-go", ID_ONLY, DIRECT, SHARED_PORT)
+# The processes of the SHARED_PORT plane, and what lets them share the port.
+SHARING = 2
+REUSE_PORT = [("grpc.so_reuseport", 1)]
 # Seconds one agent may wait for any one message before it counts as lost.
 STEP_TIMEOUT = 300.0
 # The node id in the raw plane's Ack, encoded once: it reads no registration.
@@ -150,30 +158,33 @@ def registration_for(node: str) -> Registration:
 # --- a plane's process, seen from outside ------------------------------------------
 
 
-def proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system, every thread) the process `pid` has used."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+def proc_cpu(pids: list[int]) -> float:
+    """CPU seconds (user + system, every thread) the processes `pids` have used, together."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
 
 
-def proc_memory(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM (the peak) of the process `pid`, in KiB."""
-    found = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        if name in ("VmRSS", "VmHWM"):
-            found[name] = int(value.split()[0])
+def proc_memory(pids: list[int]) -> dict[str, int]:
+    """VmRSS and VmHWM (the peak) of the processes `pids`, added up, in KiB."""
+    found = dict.fromkeys(("VmRSS", "VmHWM"), 0)
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            name, _, value = line.partition(":")
+            if name in found:
+                found[name] += int(value.split()[0])
     return found
 
 
-def proc_sockets(pid: int) -> int:
-    """How many sockets the process `pid` holds open (a connection each, and the listener)."""
-    fds = Path(f"/proc/{pid}/fd")
+def proc_sockets(pids: list[int]) -> int:
+    """How many sockets the processes `pids` hold open (a connection each, and the listeners)."""
     count = 0
-    for fd in fds.iterdir():
-        with contextlib.suppress(OSError):
-            count += os.readlink(fd).startswith("socket:")
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                count += os.readlink(fd).startswith("socket:")
     return count
 
 
@@ -224,6 +235,18 @@ class CountingControlPlane(ControlPlane):
                 counts.messages += 1
         except Exception as exc:
             counts.errors.append(f"{session}: {type(exc).__name__}: {exc}")
+
+
+def merged(counts: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the processes of one plane saw, together."""
+    together = Counts()
+    for each in counts:
+        together.registrations.update(each["registrations"])
+        together.ready.update(each["ready"])
+        together.heartbeats += each["heartbeats"]
+        together.messages += each["messages"]
+        together.errors += each["errors"]
+    return attrs.asdict(together, recurse=False)
 
 
 def raw_handler(counts: Counts, codec: bool) -> grpc.GenericRpcHandler:
@@ -315,14 +338,15 @@ def read_without_reader() -> None:
     _Session.start_reading = lambda self: None  # type: ignore[method-assign]
 
 
-async def serve(conn: Connection, plane: str) -> None:
+async def serve(conn: Connection, plane: str, port: int) -> None:
     counts = Counts()
     if plane == ID_ONLY:
         build_node_id_only(envelope_codec(AGENT_MESSAGE))
     if plane == DIRECT:
         read_without_reader()
-    if plane in ("library", ID_ONLY, DIRECT):
-        server = await start_server(CountingControlPlane(counts), HOST, 0)
+    if plane in ("library", ID_ONLY, DIRECT, SHARED_PORT):
+        options = REUSE_PORT if plane == SHARED_PORT else None
+        server = await start_server(CountingControlPlane(counts), HOST, port, options=options)
         port = server.port
         stop = server.stop
     else:
@@ -338,19 +362,19 @@ async def serve(conn: Connection, plane: str) -> None:
     conn.send(("counts", attrs.asdict(counts, recurse=False)))
 
 
-def python_plane(conn: Connection, plane: str, profile: str) -> None:
+def python_plane(conn: Connection, plane: str, profile: str, port: int = 0) -> None:
     # One socket per agent, and then some.
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     if not profile:
-        asyncio.run(serve(conn, plane))
+        asyncio.run(serve(conn, plane, port))
         return
     import cProfile
 
     profiler = cProfile.Profile()
     profiler.enable()
     try:
-        asyncio.run(serve(conn, plane))
+        asyncio.run(serve(conn, plane, port))
     finally:
         profiler.disable()
         profiler.dump_stats(profile)
@@ -571,14 +595,21 @@ def run(
     processes: list[Any] = []
     go: GoPlane | None = None
     try:
+        plane_conns: list[Connection] = []
         if plane == "grpc-go":
             go = GoPlane(deadline)
-            pid, port = go.process.pid, go.port
+            pids, port = [go.process.pid], go.port
         else:
-            process, plane_conn = start(ctx, python_plane, (plane, profile), f"plane {plane}")
-            processes.append(process)
-            ((_, port),) = receive([plane_conn], deadline)
-            pid = process.pid
+            pids, port = [], 0
+            for _ in range(SHARING if plane == SHARED_PORT else 1):
+                # The first binds a free port; the others, the same one.
+                process, plane_conn = start(
+                    ctx, python_plane, (plane, profile, port), f"plane {plane}"
+                )
+                processes.append(process)
+                plane_conns.append(plane_conn)
+                ((_, port),) = receive([plane_conn], deadline)
+                pids.append(process.pid)
         conns = []
         for index, share in enumerate(shares):
             process, conn = start(
@@ -587,23 +618,24 @@ def run(
             processes.append(process)
             conns.append(conn)
         receive(conns, deadline)
-        sockets0 = proc_sockets(pid)
-        memory0, cpu0, wall0 = proc_memory(pid), proc_cpu(pid), time.perf_counter()
+        sockets0 = proc_sockets(pids)
+        memory0, cpu0, wall0 = proc_memory(pids), proc_cpu(pids), time.perf_counter()
         for conn in conns:
             conn.send(port)
         receive(conns, deadline)
-        memory1, cpu1, wall1 = proc_memory(pid), proc_cpu(pid), time.perf_counter()
-        connections = proc_sockets(pid) - sockets0
+        memory1, cpu1, wall1 = proc_memory(pids), proc_cpu(pids), time.perf_counter()
+        connections = proc_sockets(pids) - sockets0
         for conn in conns:
             conn.send("go")
         agent_stats = [stats for _, stats in receive(conns, deadline)]
-        memory2, cpu2, wall2 = proc_memory(pid), proc_cpu(pid), time.perf_counter()
+        memory2, cpu2, wall2 = proc_memory(pids), proc_cpu(pids), time.perf_counter()
         if go is not None:
             counts = None
             found = go.stop(deadline)
         else:
-            plane_conn.send("stop")
-            ((_, counts),) = receive([plane_conn], deadline)
+            for plane_conn in plane_conns:
+                plane_conn.send("stop")
+            counts = merged([c for _, c in receive(plane_conns, deadline)])
             found = []
             if profile:
                 show_profile(processes[0], profile, f"{plane}, {heartbeats} heartbeats each")
@@ -781,6 +813,13 @@ def print_verdict(summary: dict[str, dict[str, Any]]) -> bool | None:
                 f"{direct['ratio_to_raw']:.2f}x per exchange{per_beat}: the difference is "
                 "what a timeout that leaves the session usable costs"
             )
+    shared, alone = summary.get(SHARED_PORT, {}), summary.get("library", {})
+    rate = _ratio(shared.get("heartbeats_per_s"), alone.get("heartbeats_per_s"))
+    if rate is not None:
+        print(
+            f"{SHARING} processes of the library's plane on one port ({SHARED_PORT}): "
+            f"{shared['heartbeats_per_s']:,.0f} heartbeats/s, {rate:.2f}x one process's"
+        )
     return verdict
 
 

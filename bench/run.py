@@ -10,7 +10,8 @@ domain to wire object), it times side by side and interleaved:
 * betterproto2 with the library's converter, and betterproto2 with a mapping
   written by hand (`bench.handwritten_bp2`);
 * Google's protobuf runtime with a mapping written by hand, tuned
-  (`bench.handwritten_pb`);
+  (`bench.handwritten_pb`: values built as `decode` builds them, slot by
+  slot, with no check beyond upb's), the baseline of every decode figure;
 * each runtime's parse or serialise alone, the floor under any mapping.
 
 And what a stream pays per message, envelope included: `stream.py` with
@@ -29,8 +30,11 @@ import datetime
 import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -305,6 +309,55 @@ def check_agreement(s: Subject, groups: list[Group]) -> None:
                 raise AssertionError(f"{s.name} {group.operation}: {contender.name} disagrees")
 
 
+# --- import -----------------------------------------------------------------------------
+
+#: What a service runs to decode registrations.
+IMPORT_LINE = "from llmgw_wire import decode, encode, Registration"
+#: Its floor: attrs and the schema's upb classes, as generated `_pb2` modules give them.
+IMPORT_FLOOR = """
+import attrs
+from importlib import resources
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+data = resources.files("llmgw_wire._gen").joinpath("llmgw_v1.binpb").read_bytes()
+files = descriptor_pb2.FileDescriptorSet.FromString(data).file
+pool = descriptor_pool.DescriptorPool()
+for file in files:
+    pool.Add(file)
+classes = [
+    message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{file.package}.{m.name}"))
+    for file in files
+    for m in file.message_type
+]
+"""
+
+
+@dataclass(frozen=True)
+class ImportCost:
+    """Wall time of a fresh interpreter running each line, medians of interleaved runs."""
+
+    bare_s: float  # `pass`
+    floor_s: float  # IMPORT_FLOOR
+    library_s: float  # IMPORT_LINE
+
+    @property
+    def ratio(self) -> float:
+        """The library's import over its floor's, the interpreter's own start taken out."""
+        return (self.library_s - self.bare_s) / (self.floor_s - self.bare_s)
+
+
+def import_cost(runs: int) -> ImportCost:
+    """Each of `pass`, the floor and the library's line, in fresh interpreters, interleaved."""
+    lines = {"bare": "pass", "floor": IMPORT_FLOOR, "library": IMPORT_LINE}
+    times: dict[str, list[float]] = {name: [] for name in lines}
+    for _ in range(runs):
+        for name, line in lines.items():
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", line], check=True)
+            times[name].append(time.perf_counter() - start)
+    bare, floor, library = (statistics.median(times[name]) for name in lines)
+    return ImportCost(bare, floor, library)
+
+
 # --- targets --------------------------------------------------------------------------
 
 
@@ -333,7 +386,11 @@ class Target:
         return f"{line}\n           {self.context}" if self.context else line
 
 
-def targets(medians: dict[tuple[str, str, str], float], storm_result: StormResult) -> list[Target]:
+def targets(
+    medians: dict[tuple[str, str, str], float],
+    storm_result: StormResult,
+    imports: ImportCost,
+) -> list[Target]:
     """The targets, computed from one run's medians."""
 
     def m(message: str, op: str, contender: str) -> float:
@@ -395,6 +452,29 @@ def targets(medians: dict[tuple[str, str, str], float], storm_result: StormResul
             context=(
                 f"CPU {on.cpu_s:.2f} s, of which {on.gc_s:.2f} s in the garbage collector; "
                 f"decoding alone (gc off) {off.wall_s:.2f} s wall, {off.cpu_s:.2f} s CPU"
+            ),
+        )
+    )
+    out.append(
+        Target(
+            f"storm, objects the collector tracks per registration of {storm_result.bytes_each} "
+            "bytes",
+            storm_result.tracked_each,
+            25,
+            at_least=False,
+            unit="",
+        )
+    )
+    out.append(
+        Target(
+            f"import of `{IMPORT_LINE}` vs its floor (attrs and the upb classes)",
+            imports.ratio,
+            1.5,
+            at_least=False,
+            context=(
+                f"{(imports.library_s - imports.bare_s) * 1e3:.0f} ms against "
+                f"{(imports.floor_s - imports.bare_s) * 1e3:.0f} ms, the interpreter's own "
+                f"{imports.bare_s * 1e3:.0f} ms taken out"
             ),
         )
     )
@@ -501,6 +581,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--compat-runs", type=int, default=11, help="runs of the schema checker and of buf"
     )
+    parser.add_argument(
+        "--import-runs", type=int, default=15, help="fresh interpreters per import line"
+    )
     parser.add_argument("--cpu", type=int, help="pin the run to this core (default: no pinning)")
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument(
@@ -509,7 +592,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.repetitions, args.batch_ms, args.storm, args.storm_runs = 3, 0.2, 200, 1
-        args.compat_runs = 1
+        args.compat_runs, args.import_runs = 1, 1
     return args
 
 
@@ -538,8 +621,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     timings = run(groups, args.repetitions, round(args.batch_ms * 1e6))
     storm_result = storm(fleet(args.storm), runs=args.storm_runs)
     compat_result = compat_bench(args.compat_runs)
+    imports = import_cost(args.import_runs)
     medians = {(t.group.message, t.group.operation, t.contender.name): t.median for t in timings}
-    results = targets(medians, storm_result)
+    results = targets(medians, storm_result, imports)
 
     env = _environment(cpu)
     load_end = os.getloadavg()
@@ -586,6 +670,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"  memory: tracemalloc peak {storm_result.traced_peak_bytes / 2**20:.1f} MiB (Python "
         f"allocations, adopted values included), ru_maxrss growth "
         f"{storm_result.maxrss_delta_bytes / 2**20:.1f} MiB"
+    )
+    print(
+        f"  objects the collector tracks per registration adopted: {storm_result.tracked_each:.1f}"
+    )
+    print()
+    print(
+        f"Import, fresh interpreters, medians of {args.import_runs} interleaved runs: "
+        f"`{IMPORT_LINE}` {imports.library_s * 1e3:.0f} ms, its floor (attrs and the upb "
+        f"classes) {imports.floor_s * 1e3:.0f} ms, `pass` {imports.bare_s * 1e3:.0f} ms"
     )
     print()
     for line in compat_result.lines():
@@ -638,6 +731,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for t in timings
             ],
             "storm": storm_result.as_dict(),
+            "import": {
+                "line": IMPORT_LINE,
+                "runs": args.import_runs,
+                "bare_s": imports.bare_s,
+                "floor_s": imports.floor_s,
+                "library_s": imports.library_s,
+                "ratio": imports.ratio,
+            },
             "compat": compat_result.as_dict(),
             "hostile": [cell.as_dict() for cell in hostile_cells],
             "targets": [

@@ -30,7 +30,15 @@ from llmgw_wire import decode, encode
 from llmgw_wire.domain import Registration
 from llmgw_wire.gc import AdoptionFreezer
 
-__all__ = ["FREEZE_EVERY", "TUNED_THRESHOLDS", "StormResult", "StormRun", "fleet", "storm"]
+__all__ = [
+    "FREEZE_EVERY",
+    "TUNED_THRESHOLDS",
+    "StormResult",
+    "StormRun",
+    "fleet",
+    "storm",
+    "tracked_per_registration",
+]
 
 #: The collector thresholds of the tuned run: full collections ten times rarer.
 TUNED_THRESHOLDS = (700, 10, 100)
@@ -61,6 +69,7 @@ class StormResult:
     runs_gc_on_s: tuple[float, ...]
     traced_peak_bytes: int  # tracemalloc peak: Python allocations, adopted values included
     maxrss_delta_bytes: int  # growth of the process's peak RSS over the storm runs
+    tracked_each: float  # objects the collector tracks per registration adopted
 
     @property
     def wall_s(self) -> float:
@@ -79,6 +88,7 @@ class StormResult:
             "runs_gc_on_s": list(self.runs_gc_on_s),
             "traced_peak_bytes": self.traced_peak_bytes,
             "maxrss_delta_bytes": self.maxrss_delta_bytes,
+            "tracked_each": self.tracked_each,
             "memory_note": (
                 "traced_peak_bytes is tracemalloc's peak of Python allocations, the adopted "
                 "registrations included; upb's parse arenas are C allocations it does not "
@@ -157,6 +167,25 @@ def _run(
     return StormRun(elapsed / 1e9, used / 1e9, clock.total_ns / 1e9, counts)
 
 
+def tracked_per_registration(datas: list[bytes]) -> float:
+    """Objects the collector tracks per registration decoded and adopted, right after.
+
+    Counted in `gc.get_objects()` with the collector off, before and after
+    adopting `datas` (its first collection would untrack the tuples of
+    strings and numbers, so this is the count a young collection walks).
+    """
+    gc.collect()
+    gc.disable()
+    try:
+        before = len(gc.get_objects())
+        adopted = _adopt(datas)
+        after = len(gc.get_objects())
+    finally:
+        gc.enable()
+    del adopted
+    return (after - before) / len(datas)
+
+
 def _median(runs: list[StormRun]) -> StormRun:
     return sorted(runs, key=lambda run: run.wall_s)[len(runs) // 2]
 
@@ -174,6 +203,7 @@ def storm(datas: list[bytes], runs: int = 3) -> StormResult:
         frozen.append(_run(datas, collector=True, freeze=True))
         off.append(_run(datas, collector=False))
     rss_delta = _maxrss_bytes() - rss_before
+    tracked = tracked_per_registration(datas[:1000])
     gc.collect()
     tracemalloc.start()
     try:
@@ -192,4 +222,5 @@ def storm(datas: list[bytes], runs: int = 3) -> StormResult:
         runs_gc_on_s=tuple(run.wall_s for run in on),
         traced_peak_bytes=peak,
         maxrss_delta_bytes=rss_delta,
+        tracked_each=tracked,
     )

@@ -21,10 +21,6 @@ if TYPE_CHECKING:
         decode,
         encode,
     )
-    from llmgw_wire.codec.json import (
-        from_json,
-        to_json,
-    )
     from llmgw_wire.conversions import (
         adopted_from_register,
         command_from_start_shard,
@@ -135,7 +131,6 @@ __all__ = [
     "converter",
     "decode",
     "encode",
-    "from_json",
     "node_from_register",
     "register_from_inventory",
     "register_from_node",
@@ -144,7 +139,6 @@ __all__ = [
     "start_shard_from_command",
     "state_from_wire",
     "state_to_wire",
-    "to_json",
 ]
 
 # The one table of the root's names: each, and the module it is imported from
@@ -178,8 +172,6 @@ _HOMES: dict[str, str] = {
     "converter": "llmgw_wire.codec",
     "decode": "llmgw_wire.codec",
     "encode": "llmgw_wire.codec",
-    "from_json": "llmgw_wire.codec.json",
-    "to_json": "llmgw_wire.codec.json",
     "adopted_from_register": "llmgw_wire.conversions",
     "command_from_start_shard": "llmgw_wire.conversions",
     "node_from_register": "llmgw_wire.conversions",
@@ -218,6 +210,10 @@ if not TYPE_CHECKING:
     # module `__getattr__` would make every name, misspelt ones included, `Any`.
 
     def __getattr__(name: str) -> Any:
+        if name == "v1":
+            # The wire classes load on first use (the codec needs none), so
+            # `llmgw_wire.v1` is imported when first reached, as here.
+            return importlib.import_module("llmgw_wire.v1")
         home = _HOMES.get(name)
         if home is None:
             raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,9 @@
 """Keeping Python's full garbage collections from walking a control plane's adopted fleet.
 
 A control plane keeps what it adopts: a `Registration` per agent, tens of
-tracked objects each (59 for the 8-GPU sample), millions for a large fleet.
+tracked objects each (16 for the sample node: `decode` shares equal values,
+so what a registration owns is mostly its node and one object per GPU and
+per shard), millions for a large fleet.
 With the collector's default settings every full collection walks all of
 them again, and during a registration
 storm (a whole fleet registering at once, after a failover) full collections

@@ -4,8 +4,10 @@
   which is the CHANGELOG's newest section (`## [X.Y.Z] - YYYY-MM-DD`);
 * the wheel holds LICENSE, `py.typed` and every `.proto` file of `proto/`
   (under `llmgw_wire/proto/`); the sdist holds LICENSE and `proto/`;
-* the wheel's metadata: the license, `Requires-Python`, and no
-  runtime requirement on grpclib (it is the `grpclib` extra).
+* the wheel's metadata: the license, `Requires-Python`, no runtime
+  requirement on grpclib (it is the `grpclib` extra), the project's URLs, and
+  the package description an index shows (`DESCRIPTION.md`, Markdown): an
+  install line and only absolute links, as a wheel has no `docs/` folder.
 
 Usage: `python scripts/check_dist.py dist`; exits non-zero listing every problem.
 """
@@ -72,6 +74,16 @@ def problems(dist: Path) -> list[str]:
         found.append(f"License-Expression is {metadata['License-Expression']!r}")
     if metadata["Requires-Python"] != ">=3.10":
         found.append(f"Requires-Python is {metadata['Requires-Python']!r}")
+    urls = {u.split(",")[0].strip() for u in metadata.get_all("Project-URL") or []}
+    if not {"Documentation", "Source"} <= urls:
+        found.append(f"Project-URL names {sorted(urls)}, not Documentation and Source")
+    description = str(metadata.get_payload())
+    if metadata["Description-Content-Type"] != "text/markdown":
+        found.append(f"Description-Content-Type is {metadata['Description-Content-Type']!r}")
+    if "pip install 'llmgw-wire" not in description:
+        found.append("the package description has no install line")
+    relative = [u for u in re.findall(r"\]\(([^)]+)\)", description) if "://" not in u]
+    found += [f"the package description links {u}, which is not absolute" for u in relative]
     for line in metadata.get_all("Requires-Dist") or []:
         requirement = Requirement(line)
         core = requirement.marker is None or requirement.marker.evaluate({"extra": ""})
@@ -79,7 +91,12 @@ def problems(dist: Path) -> list[str]:
             found.append(f"the core package requires {line}")
     with tarfile.open(sdists[0]) as archive:
         members = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
-    sdist_needed = {"LICENSE", "pyproject.toml", *(f"proto/{p}" for p in protos())}
+    sdist_needed = {
+        "LICENSE",
+        "pyproject.toml",
+        "DESCRIPTION.md",
+        *(f"proto/{p}" for p in protos()),
+    }
     found += [f"the sdist lacks {n}" for n in sorted(sdist_needed - members)]
     return found
 

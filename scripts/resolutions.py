@@ -1,6 +1,6 @@
 """Install the built wheel in fresh environments, at the floors and at the newest, and smoke it.
 
-Three resolutions, each in a new virtual environment under `build/resolutions/`:
+Four resolutions, each in a new virtual environment under `build/resolutions/`:
 
 * `floors`: every runtime dependency at its declared floor, through a
   constraints file made from the wheel's own `Requires-Dist`
@@ -10,7 +10,18 @@ Three resolutions, each in a new virtual environment under `build/resolutions/`:
   (`build/resolutions/extras-floors.txt`), and everything else as pip
   resolves it: an extra's floor may need more than a runtime floor
   (grpcio-reflection 1.85.1 needs grpcio >= 1.85.1, above grpcio's 1.84), so
-  the extras' floors are not tried together with the runtime floors.
+  the extras' floors are not tried together with the runtime floors;
+* `service`: a service's environment with a pinned grpcio (`SERVICE_PINS`, a
+  release older than the newest) installs `llmgw-wire[every extra]` in a
+  second step, its pins passed to pip as constraints (as a lock file or
+  `pip install -c` does): every floor must allow the pins, and they stay as
+  they were. (Without its pins, pip takes the newest grpcio-reflection, which
+  needs the newest grpcio, and upgrades grpcio: pip upgrades what nothing pins.)
+
+protobuf 6.33.x is not among them: the library cannot run on it. Its upb
+reads a length prefix over 5 bytes, which the codec must refuse
+(tests/codec/test_hostile.py::test_a_length_over_five_bytes, and the smoke's
+`floors`); protobuf's floor is 7.34.0, the first that refuses it.
 
 The environments are made with the interpreter running the script, or the one
 `--python` names: a requirement whose marker does not hold on that Python is
@@ -20,12 +31,12 @@ python3.10` tries it).
 `floors` and `newest` install the wheel alone: it must bring no grpclib, h2 or
 hypothesis (the core package does not install them), and `scripts/smoke.py`
 runs outside the checkout (encode/decode, a stream exchange on loopback, a
-store save and load). `newest`, then, and `extras-floors` install
+store save and load). `newest`, then, and `extras-floors` and `service` install
 `llmgw-wire[every extra]` and run `scripts/smoke.py` with the extras' names:
 each extra's own smoke (its table `EXTRAS`; an extra without one fails).
 
 Usage: `python scripts/resolutions.py` builds the wheel into `build/resolutions/dist`
-and runs all three; `--wheel PATH` takes a built one, `--only floors` runs one, and
+and runs all four; `--wheel PATH` takes a built one, `--only floors` runs one, and
 `--python python3.10` makes the environments with that interpreter.
 """
 
@@ -52,9 +63,10 @@ if TYPE_CHECKING:
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "resolutions"
 SMOKE = ROOT / "scripts" / "smoke.py"
-# Each resolution: the requirements it pins at their floors ("runtime", "extras"
-# or none), what it installs and smokes in turn (the wheel alone, the wheel with
-# every extra), and what it is, for the output. The wheel alone in
+# Each resolution: the requirements it pins ("runtime" or "extras" at their
+# floors, "service" at `SERVICE_PINS`, or none), what it installs and smokes in
+# turn (the wheel alone, the wheel with every extra), and what it is, for the
+# output. The wheel alone in
 # `extras-floors` would be the same as in `newest`: no runtime requirement is pinned.
 RESOLUTIONS = {
     "floors": ("runtime", ("core",), "every runtime requirement at its floor"),
@@ -65,7 +77,15 @@ RESOLUTIONS = {
         "every extra's requirements at their floors, the rest as pip resolves them "
         "(an extra's floor may need more than a runtime floor)",
     ),
+    "service": (
+        "service",
+        ("extras",),
+        "a service's pinned grpcio installed first, then every extra under that pin",
+    ),
 }
+# What the `service` resolution installs first, as a service that pins them
+# would have: a grpcio older than the newest, which no extra may upgrade.
+SERVICE_PINS = {"grpcio": "1.84.2"}
 # Installed by no runtime requirement of the core package.
 ABSENT = ("grpclib", "h2", "hypothesis")
 
@@ -153,12 +173,18 @@ def _smoke(name: str, env: Path, *extras: str) -> None:
 
 
 def resolve(
-    name: str, wheel: Path, constraints: Path | None, steps: list[list[str]], interpreter: str
+    name: str,
+    wheel: Path,
+    constraints: Path | None,
+    steps: list[list[str]],
+    interpreter: str,
+    first: dict[str, str],
 ) -> dict[str, str]:
     """In a fresh environment, install the wheel with each step's extras and smoke them.
 
-    A step without extras is the wheel alone, which must install nothing of `ABSENT`.
-    Returns what is installed after the last step.
+    `first` is installed before the wheel, each at its version, as a service
+    would have it. A step without extras is the wheel alone, which must install
+    nothing of `ABSENT`. Returns what is installed after the last step.
     """
     env = OUT / f"venv-{name}"
     if env.exists():
@@ -166,6 +192,8 @@ def resolve(
     _run(interpreter, "-m", "venv", env)
     python = env / "bin" / "python"
     installed: dict[str, str] = {}
+    for pinned, version in first.items():
+        _install(python, f"{pinned}=={version}", None)
     for extras in steps:
         target = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
         installed = _install(python, target, constraints)
@@ -197,7 +225,7 @@ def main() -> int:
         started = time.monotonic()
         pins, installs, what = RESOLUTIONS[name]
         with_extras = "extras" in installs
-        wanted = {"runtime": runtime, "extras": extra_floors}.get(pins, {})
+        wanted = {"runtime": runtime, "extras": extra_floors, "service": SERVICE_PINS}.get(pins, {})
         constraints = None
         if wanted:
             constraints = OUT / f"{name}.txt"
@@ -205,16 +233,17 @@ def main() -> int:
         target = f"{wheel.name}[{','.join(extras)}]" if with_extras else wheel.name
         print(f"resolutions: {name}: {target} on Python {python}, {what}", flush=True)
         steps = [extras if step == "extras" else [] for step in installs]
-        installed = resolve(name, wheel, constraints, steps, args.python)
+        first = SERVICE_PINS if name == "service" else {}
+        installed = resolve(name, wheel, constraints, steps, args.python, first)
         wrong = {
             n: installed.get(n)
             for n, v in wanted.items()
             if n not in installed or Version(installed[n]) != Version(v)
         }
         if wrong:
-            sys.exit(f"resolutions: {name}: not at the floor: {wrong} (wanted {wanted})")
-        shown = [*runtime, *(extra_floors if with_extras else ())]
-        versions = ", ".join(f"{n} {installed[n]}" for n in sorted(shown))
+            sys.exit(f"resolutions: {name}: not as wanted: {wrong} (wanted {wanted})")
+        shown = [*runtime, *(extra_floors if with_extras else ()), *first]
+        versions = ", ".join(f"{n} {installed[n]}" for n in sorted(set(shown)))
         alone = f"; the wheel alone installed no {', '.join(ABSENT)}" if "core" in installs else ""
         seconds = time.monotonic() - started
         print(f"resolutions: {name}: passed in {seconds:.0f} s with {versions}{alone}", flush=True)

@@ -8,10 +8,17 @@ the core package, with its runtime dependencies alone:
 * `encode`/`decode` of a registration, and `decode` into a wire class;
 * a stream exchange on loopback (127.0.0.1): the agent registers, the control
   plane acknowledges and sends a command, the agent reports it ready;
+* the standard health service asked with the standard request bytes (the core
+  installs no grpcio-health-checking: the library serves the service itself);
 * a `ShardStore` save and load in a temporary folder;
 * the behaviours that set the floors of `pyproject.toml`: upb refuses a length
   prefix over 5 bytes (protobuf), and a shard state this version does not know
   reads as FAILED (cattrs).
+
+(grpcio's floor is held by a test of the suite that measures memory,
+tests/stream/test_failover.py: a message over the receive limit is refused
+before it is buffered; opentelemetry-api's by the `otel` smoke, whose
+histogram takes the boundaries it is advised.)
 
 `smoke.py EXTRA...` runs instead the smoke of each extra named (the table
 `EXTRAS`, one smoke per extra of `pyproject.toml`), in an environment that
@@ -109,6 +116,28 @@ def stream() -> None:
     print("smoke: a stream exchange on 127.0.0.1 (register, ack, command, report)")
 
 
+def health() -> None:
+    async def ask() -> list[bytes]:
+        import grpc.aio
+
+        server = await start_server(_Plane())
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                check = channel.unary_unary("/grpc.health.v1.Health/Check")
+                # HealthCheckRequest: `service` (1, a string); the answer's `status`
+                # is field 1, an enum: SERVING is 1, NOT_SERVING 2.
+                answers = [await check(b"\x0a\x15llmgw.v1.AgentService", timeout=TIMEOUT)]
+                await server.set_serving(False)
+                answers.append(await check(b"", timeout=TIMEOUT))
+                return answers
+        finally:
+            await server.stop(grace=None)
+
+    answers = asyncio.run(asyncio.wait_for(ask(), 4 * TIMEOUT))
+    assert answers == [b"\x08\x01", b"\x08\x02"], answers
+    print("smoke: grpc.health.v1.Health/Check answers SERVING, then NOT_SERVING")
+
+
 def store() -> None:
     spec = sample_command().spec
     with tempfile.TemporaryDirectory() as folder, wire.ShardStore(folder) as shards:
@@ -135,6 +164,7 @@ def core() -> None:
     """The core package, with its runtime dependencies alone."""
     codec()
     stream()
+    health()
     store()
     floors()
 

@@ -58,6 +58,8 @@ from llmgw_wire.domain import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
+    from llmgw_wire.mapping.table import ModelWithMessage
+
 # --- hand-made wire bytes ----------------------------------------------------
 
 # Hand-made wire bytes, and the fields of a message as plain data, for the wire tests.
@@ -399,7 +401,7 @@ ACK = Ack(node_id=NODE_ID, adopted_shards=2, detail="adopted 2 running shards")
 #: name. A message carried by two domain models is encoded from the one that
 #: fills it entirely (a `Register` from a `Registration`, not a `Node`). The
 #: envelopes have no domain model: their fixtures wrap these ones.
-ENCODED_FROM: dict[str, object] = {
+ENCODED_FROM: dict[str, ModelWithMessage] = {
     "Ack": ACK,
     "Compute": COMPUTE,
     "EngineProfile": PROFILE,
@@ -699,3 +701,38 @@ def run_load(tmp_path: Path, *args: str, agents: int) -> dict[str, Any]:
     assert run.returncode == 0, run.stdout + run.stderr
     report: dict[str, Any] = json.loads(out.read_text())
     return report
+
+
+# --- the failover run --------------------------------------------------------
+
+
+def run_failover(tmp_path: Path, plane: str, *, agents: int) -> list[dict[str, Any]]:
+    """Run `bench/failover.py` small, with B on `plane`: its outcomes, checked clean.
+
+    Each run (A killed, then A stopped gracefully) must move every agent to B
+    with nothing lost, duplicated or stripped of its compute; the figures
+    mean nothing at this size.
+    """
+    out = tmp_path / "failover.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "bench/failover.py",
+            *("--agents", str(agents), "--processes", "2", "--initial", "0.2"),
+            *("--maximum", "1", "--planes", plane, "--timeout", "120", "--json", str(out)),
+        ],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=500,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "B's CPU for the storm" in done.stdout
+    outcomes: list[dict[str, Any]] = json.loads(out.read_text())
+    assert [(o["plane"], o["how"]) for o in outcomes] == [(plane, "kill"), (plane, "graceful")]
+    for outcome in outcomes:
+        assert outcome["agents"] == agents
+        assert (outcome["lost"], outcome["duplicated"], outcome["compute_lost"]) == (0, 0, 0)
+        assert outcome["last_adopted_s"] is not None
+    return outcomes

@@ -12,8 +12,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -56,6 +57,7 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
         "StartShard (",
         "ShardStatus (",
         "Storm: ",
+        "Import, fresh interpreters",
         "Schema checker against buf: ",
         "Targets",
         "Hostile input",
@@ -85,7 +87,9 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
     for tools in report["compat"]["median_s"].values():
         assert tools["llmgw-wire compat"] > 0
     assert 3000 < report["sizes"]["Register"] < 4000
-    assert len(report["targets"]) == 19
+    assert report["storm"]["tracked_each"] > 0
+    assert report["import"]["library_s"] > report["import"]["bare_s"] > 0
+    assert len(report["targets"]) == 21
     assert all(isinstance(target["met"], bool) for target in report["targets"])
 
 
@@ -93,7 +97,7 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
 # the same values out, and the same values refused.
 
 sys.path.insert(0, str(ROOT))
-from bench import handwritten_bp2, handwritten_pb  # noqa: E402
+from bench import handwritten_bp2, handwritten_pb, samples  # noqa: E402
 
 HAND_WRITTEN: dict[type, tuple[Callable[[Any], Any], ...]] = {
     Registration: (
@@ -144,3 +148,39 @@ def test_the_hand_written_mappings_refuse_what_the_library_refuses(model: type, 
     # Out of range, upb's own ValueError; anything else, the mapping's.
     with pytest.raises(ValueError, match=r"cannot encode|out of range"):
         pb_out(bad)
+
+
+def _same_types(left: object, right: object, path: str = "value") -> None:
+    """`left` and `right` are of the same types throughout (a dict equals a FrozenMap)."""
+    assert type(left) is type(right), f"{path}: {type(left).__name__} vs {type(right).__name__}"
+    cls: Any = type(left)
+    if attrs.has(cls):
+        for field in attrs.fields(cls):
+            _same_types(
+                getattr(left, field.name), getattr(right, field.name), f"{path}.{field.name}"
+            )
+    elif isinstance(left, tuple):
+        for n, (a, b) in enumerate(zip(left, cast("tuple[object, ...]", right), strict=True)):
+            _same_types(a, b, f"{path}[{n}]")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        samples.registration(),
+        samples.registration_negative(),
+        *(samples.registration_with_gpus(count) for count in (1, 64, 512)),
+        samples.command(),
+        samples.report(),
+    ],
+    ids=["sample", "negative", "1-gpu", "64-gpus", "512-gpus", "command", "report"],
+)
+def test_the_tuned_hand_written_decoding_builds_what_decode_builds(value: Any) -> None:
+    # The baseline of every decode figure of `make bench`: the same values, of the same types.
+    model = type(value)
+    raw = encode(value)
+    from_wire = HAND_WRITTEN[model][2]
+    official: Any = CLASSES[pair_for(model).wire]
+    built = from_wire(official.FromString(raw))
+    assert built == decode(raw, model) == value
+    _same_types(built, decode(raw, model))

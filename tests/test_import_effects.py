@@ -81,3 +81,35 @@ def test_decoding_and_encoding_import_no_cattrs_grpc_or_grpclib() -> None:
     for modules in (imported, done.stdout.split()):
         heavy = [m for m in modules if m.split(".")[0] in ("cattrs", "grpc", "grpclib")]
         assert heavy == [], heavy
+
+
+_DOMAIN_ONLY = """
+import sys
+from llmgw_wire import decode, encode, Registration
+from llmgw_wire.domain import GPU, Node
+
+value = Registration(Node(id="n1", labels={"zone": "a"}, gpus=(GPU(index=0, uuid="GPU-0"),)))
+assert decode(encode(value), Registration) == value
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def test_the_domain_codec_loads_no_betterproto2_or_wire_classes() -> None:
+    """Bytes to domain values and back need upb alone: the wire classes load on first use."""
+    done = subprocess.run(
+        [sys.executable, "-c", _DOMAIN_ONLY],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = done.stdout.split()
+    assert "llmgw_wire.codec.binary" in loaded
+    wire = [
+        m
+        for m in loaded
+        if m.split(".")[0] in ("betterproto2", "cattrs")
+        or m.startswith(("llmgw_wire.v1", "llmgw_wire._gen.llmgw", "llmgw_wire._gen.message_pool"))
+    ]
+    assert wire == [], wire

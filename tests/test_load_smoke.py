@@ -24,7 +24,7 @@ AGENTS = 6
 
 @pytest.mark.slow
 def test_every_plane_serves_every_agent_on_a_connection_of_its_own(tmp_path: Path) -> None:
-    planes = ("library", "raw", "raw+codec", "library-id-only", "library-direct")
+    planes = ("library", "raw", "raw+codec", "library-id-only", "library-direct", "library-2p")
     report = run_load(tmp_path, "--planes", ",".join(planes), agents=AGENTS)
     runs = report["runs"]
     assert {(r["plane"], r["heartbeats_each"]) for r in runs} == {

@@ -88,8 +88,6 @@ SURFACE: dict[str, list[str]] = {
         "converter",
         "decode",
         "encode",
-        "from_json",
-        "to_json",
     ],
     "llmgw_wire.domain": [*MODELS, "FrozenMap"],
     "llmgw_wire.errors": [
@@ -113,11 +111,9 @@ SURFACE: dict[str, list[str]] = {
     "llmgw_wire.codec.json": [
         "decode",
         "encode",
-        "from_json",
         "json_converter",
         "make_json_converter",
         "parse_json",
-        "to_json",
     ],
     "llmgw_wire.gc": ["AdoptionFreezer"],
     "llmgw_wire.mapping": [
@@ -238,8 +234,17 @@ SURFACE: dict[str, list[str]] = {
         "check_laws",
         "law_cases",
         "llmgw_wire_converter",
-        "pytest_addoption",
-        "pytest_generate_tests",
+        "llmgw_wire_stream",
+    ],
+    "llmgw_wire.testing.stream": [
+        "WAIT",
+        "ControlPlaneDouble",
+        "Loopback",
+        "LoopbackAgent",
+        "StreamHarness",
+        "control_plane",
+        "loopback",
+        "registration_of",
     ],
     "llmgw_wire.testing.strategies": [
         "KNOWN_STATE_NUMBERS",

@@ -6,7 +6,8 @@ git revision (`git:REF`), buf's git input (`.git#branch=main`), a released
 schema version shipped in the package (`1.0.0`), or by default the last
 released one. Configuration comes from
 `--config`, else from the nearest `buf.yaml` (v2, `breaking:`) or
-`pyproject.toml` (`[tool.llmgw-wire.compat]`). Only the checker is imported;
+`pyproject.toml` (`[tool.llmgw-wire.compat]`) that is the user's own; the
+summary names the file that decided. Only the checker is imported;
 the mapping reports (`--mapping`) import the mapping when asked for.
 """
 
@@ -158,13 +159,20 @@ def _is_revision(ref: str) -> bool:
     return result.returncode == 0
 
 
-def _config(args: argparse.Namespace, root: Path | None) -> Config | None:
+def _config(args: argparse.Namespace, root: Path | None) -> tuple[Config | None, str]:
+    """The configuration, and how to name its file in the summary ("" for none)."""
     from llmgw_wire.compat import find_config, load_config
 
     if args.config is not None:
-        return load_config(args.config, root)
+        return load_config(args.config, root), args.config
     found = find_config(root if root is not None else Path.cwd())
-    return load_config(found, root) if found is not None else None
+    if found is None:
+        return None, ""
+    try:
+        shown = found.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        shown = found.as_posix()
+    return load_config(found, root), shown
 
 
 def _select(findings: list[Finding], root: Path | None, args: argparse.Namespace) -> list[Finding]:
@@ -217,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
             old, against = compat.baseline(version), f"schema {version}"
         else:
             old, against, _ = _load(args.against, allow_git=True, proto_root=root)
-        config = _config(args, root)
+        config, config_file = _config(args, root)
         category = args.category or "WIRE_JSON"
         if args.category is not None and config is not None:
             config = compat.Config(
@@ -238,23 +246,56 @@ def run(args: argparse.Namespace) -> int:
         print(f"llmgw-wire compat: error: {_one_line(str(exc))}", file=sys.stderr)
         return bad
     shown = _display(findings, root)
-    sys.stdout.write(compat.render(shown, args.error_format))
-    sys.stdout.flush()  # a closed pipe shows here, before the summary
+    # A closed pipe shows here (BrokenPipeError), before the summary.
+    _write_out(compat.render(shown, args.error_format))
     if notes:
         from llmgw_wire._cli.compat_mapping import render_changes
 
         # Notices, not findings: beside the findings for the machine-read
         # formats, on standard error where they would spoil a text or XML report.
-        stream = sys.stdout if args.error_format in ("json", "github-actions") else sys.stderr
-        stream.write(render_changes(notes, args.error_format))
+        text = render_changes(notes, args.error_format)
+        if args.error_format in ("json", "github-actions"):
+            _write_out(text)
+        else:
+            sys.stderr.write(text)
     rules = ", ".join(config.use) if config is not None and config.use else category
+    if config_file:
+        # Which file decided, always: one found by searching may not be where one expects.
+        rules += f"; config {config_file}"
     count = f"{len(findings)} breaking change{'' if len(findings) == 1 else 's'}"
     verdict = count if findings else "compatible"
     from llmgw_wire.compat import escape_text
 
-    shown_source, shown_against = escape_text(source), escape_text(against)
-    print(f"compat: {shown_source} against {shown_against} ({rules}): {verdict}", file=sys.stderr)
+    summary = escape_text(f"{source} against {against} ({rules})")
+    print(f"compat: {summary}: {verdict}", file=sys.stderr)
     return broken if findings else ok
+
+
+def _write_out(text: str) -> None:
+    """Write `text` to standard output whole, or raise `BrokenPipeError`.
+
+    With PYTHONUNBUFFERED set (as in many container images), `sys.stdout`
+    writes straight to its file descriptor and drops what one `write(2)` did
+    not take: a reader that left midway would cut the report short, with no
+    error, and the command would end with the verdict's status, not 141.
+    """
+    stdout = sys.stdout
+    raw = getattr(stdout, "buffer", None)
+    if raw is None:  # a text-only stream (one a caller put in its place)
+        stdout.write(text)
+        stdout.flush()
+        return
+    stdout.flush()
+    data = memoryview(text.encode(stdout.encoding or "utf-8", stdout.errors or "strict"))
+    while data:
+        written = raw.write(data)
+        if written is None:  # a non-blocking descriptor that is full: wait until it is not
+            import select
+
+            select.select([], [raw], [])
+            continue
+        data = data[written:]
+    raw.flush()
 
 
 def _one_line(message: str) -> str:

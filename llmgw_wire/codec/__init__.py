@@ -6,7 +6,7 @@
   converter between the betterproto2 classes of `llmgw_wire.v1` and the
   domain models;
 * `llmgw_wire.codec.json`: the JSON codec, with the same verbs, `encode`
-  and `decode` (`to_json` and `from_json` are their deprecated former names);
+  and `decode`;
 * the limits `decode` applies (`llmgw_wire.codec.limits`).
 
 Both directions raise the library's errors: `EncodeError` with the path of the

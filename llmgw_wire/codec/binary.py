@@ -25,7 +25,7 @@ from llmgw_wire.codec.limits import (
     check_items,
     item_budget,
 )
-from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
+from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS, STR_ENTRY
 from llmgw_wire.codec.varint64 import over_64_bits
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping import PAIRS_WITH_MESSAGE, STATE_NUMBERS, pair_for
@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     import betterproto2
     from google.protobuf.message import Message
 
+    from llmgw_wire.mapping.table import ModelWithMessage
+
 __all__ = ["compiled_upb", "decode", "encode", "parse"]
 
 T = TypeVar("T")
@@ -47,14 +49,16 @@ M = TypeVar("M", bound="betterproto2.Message")
 @cache
 def compiled_upb() -> Compiled:
     """The mapping compiled for upb, once per process."""
-    return compile_backend(Upb(CLASSES, dict(STATE_NUMBERS)))
+    return compile_backend(Upb(CLASSES, dict(STATE_NUMBERS), STR_ENTRY))
 
 
-_WIRE_NAMES: dict[type, str] = {cls: name for name, cls in betterproto2_classes().items()}
-
-
-def encode(value: object) -> bytes:
+def encode(value: ModelWithMessage) -> bytes:
     """Serialise a domain value as its wire message.
+
+    `value` is a value of a domain model with a wire message of its own
+    (`Node`, `Registration`, `ShardCommand`, ...: `ModelWithMessage`); a type
+    checker refuses any other. A `llmgw_wire.v1` message is already its bytes:
+    `bytes(message)`.
 
     The bytes are deterministic (map entries sorted), so the same value always
     gives the same bytes.
@@ -100,8 +104,14 @@ def parse(
     name: str,
     max_size: int = DEFAULT_MAX_SIZE,
     max_items: int = DEFAULT_MAX_ITEMS,
+    classes: dict[str, type[Message]] = DECODE_CLASSES,
 ) -> Any:
-    """Parse `data` strictly as the upb message `name`, within the limits; `DecodeError` if not."""
+    """Parse `data` strictly as the upb message `name`, within the limits; `DecodeError` if not.
+
+    As a message of `classes`: `DECODE_CLASSES`, or `DOMAIN_CLASSES`, whose
+    maps of strings are their entries' bytes, parsed (and refused) only by
+    the structure functions (`decode` then parses again, to say why).
+    """
     if type(data) is bytes:  # the usual input, as it is: no copy
         raw = data
     elif isinstance(data, (bytes, bytearray, memoryview)):
@@ -120,10 +130,10 @@ def parse(
         # of them once built. The skeleton's count is the parsed message's:
         # once done, not again.
         counted = not _counted_first(raw, name, max_items)
-    message = _parse_as(DECODE_CLASSES[name], raw, name)
+    message = _parse_as(classes[name], raw, name)
     if counted:
         check_items(message, name, max_items, size)
-    problem = over_64_bits(raw, message.DESCRIPTOR)
+    problem = over_64_bits(raw, CLASSES[name].DESCRIPTOR)
     if problem is not None:
         raise DecodeError(name, problem.reason, problem.path)
     return message
@@ -193,14 +203,26 @@ def decode(
         TypeError: `into` is neither a domain model with a wire message of its
             own nor a `llmgw_wire.v1` message class.
     """
-    wire_name = _WIRE_NAMES.get(into)
-    if wire_name is not None:
+    decoder = _upb_decoders().get(into)
+    if decoder is None:
+        wire_name = _wire_names().get(into) or not_top_level(into)
         # Parsed by upb, within the limits; betterproto2's parser never sees the bytes.
         wire: T = build(parse(data, wire_name, max_size, max_items), wire_name)
         return wire
-    name, structure = _upb_decoders().get(into) or not_top_level(into)
-    value: T = structure(parse(data, name, max_size, max_items))
+    name, structure = decoder
+    message = parse(data, name, max_size, max_items, DOMAIN_CLASSES)
+    try:
+        value: T = structure(message)
+    except _PbDecodeError:
+        # A map entry's bytes refused: the parse of every field says what and where.
+        value = structure(parse(data, name, max_size, max_items))
     return value
+
+
+@cache
+def _wire_names() -> dict[type, str]:
+    """By `llmgw_wire.v1` class: its proto name (the classes loaded on first use)."""
+    return {cls: name for name, cls in betterproto2_classes().items()}
 
 
 @cache

@@ -2,7 +2,8 @@
 
 Neither needs the cattrs converter: `decode(data, v1.X)` and the error for a
 type that is not a top-level domain model are answered from here, so that
-decoding and encoding import no cattrs.
+decoding and encoding import no cattrs. The betterproto2 classes are loaded
+on first use: decoding into and encoding from domain values needs none.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, NoReturn
 
-from llmgw_wire._gen.message_pool import default_message_pool
 from llmgw_wire.mapping import pair_for
 
 if TYPE_CHECKING:
@@ -22,6 +22,10 @@ __all__ = ["betterproto2_classes", "not_top_level", "top_level", "wire_class"]
 @cache
 def betterproto2_classes() -> dict[str, type]:
     """The betterproto2 class of every message of the schema, by full proto name."""
+    # Through `llmgw_wire.v1`, which every path to the wire classes takes (it redacts their reprs).
+    import llmgw_wire.v1  # noqa: F401
+    from llmgw_wire._gen.message_pool import default_message_pool
+
     prefix = "type.googleapis.com/"
     return {url.removeprefix(prefix): cls for url, cls in default_message_pool.url_to_type.items()}
 

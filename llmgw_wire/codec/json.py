@@ -3,8 +3,7 @@
 The verbs are the binary codec's: `encode(value)` gives JSON text and
 `decode(text, into)` the domain value back; `json_converter` is the cattrs
 JSON converter (`cattrs.preconf.json`) between every domain model and plain
-JSON values, and `make_json_converter` makes another. `to_json` and
-`from_json` are the former names of `encode` and `decode`, deprecated.
+JSON values, and `make_json_converter` makes another.
 
 The format is strict where JSON is loose and lenient where versions differ:
 
@@ -39,7 +38,6 @@ the document, and `EncodeError` for a value JSON cannot hold exactly.
 
 from __future__ import annotations
 
-import warnings
 from typing import TypeVar
 
 from llmgw_wire.codec._json import (
@@ -49,42 +47,13 @@ from llmgw_wire.codec._json import (
     make_json_converter,
     parse_json,
 )
-from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 
 __all__ = [
     "decode",
     "encode",
-    "from_json",
     "json_converter",
     "make_json_converter",
     "parse_json",
-    "to_json",
 ]
 
 T = TypeVar("T")
-
-
-def to_json(value: object, *, include_secrets: bool = False, indent: int | None = None) -> str:
-    """Deprecated: `encode`, under its former name."""
-    warnings.warn(
-        "to_json is deprecated; use llmgw_wire.codec.json.encode",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return encode(value, include_secrets=include_secrets, indent=indent)
-
-
-def from_json(
-    data: str | bytes | bytearray,
-    into: type[T],
-    *,
-    max_size: int = DEFAULT_MAX_SIZE,
-    max_items: int = DEFAULT_MAX_ITEMS,
-) -> T:
-    """Deprecated: `decode`, under its former name."""
-    warnings.warn(
-        "from_json is deprecated; use llmgw_wire.codec.json.decode",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return decode(data, into, max_size=max_size, max_items=max_items)

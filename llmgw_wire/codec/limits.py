@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import message_factory
 
-from llmgw_wire.codec.schema import CLASSES, COUNTED, DECODE_CLASSES, SKELETONS
+from llmgw_wire.codec.schema import CLASSES, COUNTED, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping.compiler import exec_generated
 
@@ -346,7 +346,10 @@ def _skeleton_name(full_name: str) -> str:
 
 
 def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
-    """By parsed message class (`CLASSES`, `DECODE_CLASSES`, `SKELETONS`): its unrolled count."""
+    """By parsed message class (`CLASSES`, `DECODE_CLASSES`, `DOMAIN_CLASSES`, `SKELETONS`).
+
+    Its unrolled count.
+    """
     if any(_recursive(d) for d in _REAL):
         return {}  # a message that holds itself: `_count` alone, with its stop
     # A field's elements, joined, are parsed as the skeleton's message with
@@ -368,7 +371,7 @@ def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
         # Every count a `k_` calls is written too: its types are all `_mergeable`.
         if _skeleton_name(name) in namespace:
             out[cls] = namespace[_skeleton_name(name)]
-    for classes in (CLASSES, DECODE_CLASSES):
+    for classes in (CLASSES, DECODE_CLASSES, DOMAIN_CLASSES):
         for name, cls in classes.items():
             out[cls] = _ignoring_budget(namespace[_quick_name(name)])
     return out

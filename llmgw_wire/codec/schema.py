@@ -12,14 +12,22 @@ from typing import TYPE_CHECKING
 
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from llmgw_wire.v1.redaction import descriptor_set
+from llmgw_wire._schema import descriptor_set
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from google.protobuf.message import Message
 
-__all__ = ["CLASSES", "COUNTED", "DECODE_CLASSES", "SKELETONS", "descriptor_set"]
+__all__ = [
+    "CLASSES",
+    "COUNTED",
+    "DECODE_CLASSES",
+    "DOMAIN_CLASSES",
+    "SKELETONS",
+    "STR_ENTRY",
+    "descriptor_set",
+]
 
 
 def _classes(files: Iterable[descriptor_pb2.FileDescriptorProto]) -> dict[str, type[Message]]:
@@ -116,6 +124,33 @@ def _entries(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDes
     return out
 
 
+def _str_entries_as_bytes(
+    file: descriptor_pb2.FileDescriptorProto,
+) -> descriptor_pb2.FileDescriptorProto:
+    # `_entries`, with every map of strings to strings read as repeated bytes:
+    # each element the bytes of one entry. The domain's structure functions
+    # share equal maps by those bytes (a GPU's NIC paths, a fleet's labels),
+    # and parse an entry (`STR_ENTRY`) only for a map not seen before.
+    out = _entries(file)
+    pending = [(f".{out.package}", message) for message in out.message_type]
+    while pending:
+        scope, message = pending.pop()
+        name = f"{scope}.{message.name}"
+        pending.extend((name, nested) for nested in message.nested_type)
+        strings = {
+            f"{name}.{nested.name}"
+            for nested in message.nested_type
+            if [f.name for f in nested.field] == ["key", "value"]
+            and all(f.type == f.TYPE_STRING for f in nested.field)
+            and nested.name.endswith("Entry")
+        }
+        for field in message.field:
+            if field.type == field.TYPE_MESSAGE and field.type_name in strings:
+                field.type = field.TYPE_BYTES
+                field.ClearField("type_name")
+    return out
+
+
 _FILES = descriptor_set().file
 
 #: The upb message class of every message of the schema, by full proto name.
@@ -123,6 +158,16 @@ CLASSES: dict[str, type[Message]] = _classes(_FILES)
 
 #: The same messages with maps read as repeated entry messages: what `decode` parses.
 DECODE_CLASSES: dict[str, type[Message]] = _classes(_entries(file) for file in _FILES)
+
+#: `DECODE_CLASSES` with each map of strings read as its entries' bytes: what
+#: `decode` parses for a domain value.
+DOMAIN_CLASSES: dict[str, type[Message]] = _classes(_str_entries_as_bytes(f) for f in _FILES)
+
+#: The entry of a map of strings to strings, as a plain message: an entry's
+#: bytes in `DOMAIN_CLASSES` parse as this (an unknown field in it skipped).
+STR_ENTRY: type[Message] = message_factory.GetMessageClass(
+    DECODE_CLASSES["llmgw.v1.Register"].DESCRIPTOR.fields_by_name["labels"].message_type
+)
 
 #: The same messages with repeated message fields read as bytes, to count items cheaply.
 SKELETONS: dict[str, type[Message]] = _classes(_skeleton(file) for file in _FILES)

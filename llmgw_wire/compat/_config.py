@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -319,19 +320,54 @@ def find_config(start: str | os.PathLike[str]) -> Path | None:
 
     It looks in `start` and then in each folder above it, up to the top of
     the git repository (the first folder with a `.git`) or the file system.
+    Outside a repository that climbs into folders others share (`/tmp`,
+    `/home`), so there, as git's `safe.directory` does, a file found is
+    obeyed only when it is the user's own (or root's) and no other user may
+    write it: a `buf.yaml` someone else left in `/tmp` would otherwise
+    decide what counts as breaking. Inside a repository, its files are the
+    project's, whoever owns the checkout (a container's root, say). A name
+    given to `load_config` is not searched for, and not checked.
+
+    Raises:
+        CompatError: outside a repository, the nearest file is someone
+            else's, or any user may write it.
     """
     folder = Path(start).resolve()
     if not folder.is_dir():
         folder = folder.parent
-    for candidate in (folder, *folder.parents):
+    folders = [folder, *folder.parents]
+    top = next((i for i, candidate in enumerate(folders) if (candidate / ".git").exists()), None)
+    in_repository = top is not None
+    for candidate in folders[: top + 1] if top is not None else folders:
         buf = candidate / "buf.yaml"
-        if buf.is_file():
-            return buf
         pyproject = candidate / "pyproject.toml"
-        if pyproject.is_file() and b"[tool.llmgw-wire.compat]" in read_regular_file(
+        if buf.is_file():
+            found = buf
+        elif pyproject.is_file() and b"[tool.llmgw-wire.compat]" in read_regular_file(
             pyproject, MAX_CONFIG_BYTES
         ):
-            return pyproject
-        if (candidate / ".git").exists():
-            return None
+            found = pyproject
+        else:
+            continue
+        return found if in_repository else _trusted(found)
     return None
+
+
+def _trusted(found: Path) -> Path:
+    """`found`, if the user or root owns it (and the link to it) and others cannot write it."""
+    geteuid = getattr(os, "geteuid", None)
+    if geteuid is None:
+        return found  # no owners to compare (not POSIX)
+    for info in (found.lstat(), found.stat()):
+        if info.st_uid not in (geteuid(), 0):
+            why = f"is owned by another user (uid {info.st_uid})"
+        elif info.st_mode & stat.S_IWOTH and not stat.S_ISLNK(info.st_mode):
+            why = "may be written by any user"
+        else:
+            continue
+        raise CompatError(
+            f"{found} {why}: a configuration found by searching above the schema is "
+            "obeyed only when it is yours (or root's) and no one else may write it; "
+            "name the one to use with --config"
+        )
+    return found

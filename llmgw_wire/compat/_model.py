@@ -39,8 +39,16 @@ _FIELD_TYPE_NAME = _FDP.TYPE_NAME_FIELD_NUMBER
 
 
 # C0 and C1 controls (a newline, ANSI's ESC and CSI), DEL, and the backslash
-# that escapes them; a file name or message may hold any of them.
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u2028\u2029]")
+# that escapes them; a file name or message may hold any of them. Lone
+# surrogates too: a file name that is not UTF-8 holds them (Python's
+# surrogateescape), and no stream can write them as text.
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\\\u2028\u2029\ud800-\udfff]")
+
+
+def _escaped(char: str) -> str:
+    if "\udc80" <= char <= "\udcff":
+        return f"\\x{ord(char) - 0xDC00:02x}"  # the byte it stands for
+    return char.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def escape_text(text: str) -> str:
@@ -50,7 +58,7 @@ def escape_text(text: str) -> str:
     forge a CI command (`::error ...`) or paint the terminal with ANSI
     escapes; escaped, each finding stays one line of plain text.
     """
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+    return _CONTROLS.sub(lambda m: _escaped(m.group()), text)
 
 
 class CompatError(WireError):

@@ -146,6 +146,8 @@ def compile_protos(root: str | os.PathLike[str]) -> Any:
     names = [p.relative_to(folder).as_posix() for p in _proto_files(folder)]
     if not names:
         raise CompatError(f"no .proto files under {os.fspath(root)}")
+    for name in names:
+        _utf8_name(name, os.fspath(folder / name))
     if importlib.util.find_spec(_PROTOC_MODULE) is None:
         raise CompatError(
             "compiling .proto files needs grpcio-tools; install the `schema` extra: "
@@ -190,6 +192,16 @@ def compile_protos(root: str | os.PathLike[str]) -> Any:
             ]
             raise CompatError(f"protoc rejects {os.fspath(root)}:\n" + "\n".join(lines))
         return read_descriptor_set(out)
+
+
+def _utf8_name(name: str, shown: str) -> None:
+    """Refuse a file name that is not UTF-8 (`shown` says where): a schema names files in UTF-8."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CompatError(
+            f"{shown} is a .proto file whose name is not UTF-8; protobuf names files in UTF-8"
+        ) from None
 
 
 def _include_dir() -> Any:
@@ -303,9 +315,10 @@ def _extract(repo: Path, commit: str, prefix: str, scratch: Path, shown: str) ->
     found = 0
     for entry in listed.stdout.split(b"\0"):
         meta, _, raw = entry.partition(b"\t")
-        path = raw.decode("utf-8", errors="replace")
+        path = raw.decode("utf-8", errors="surrogateescape")
         if not path.endswith(".proto"):
             continue
+        _utf8_name(path, f"{path} at {shown}")
         mode, kind, blob, size = meta.split()
         safe_relative(path, f"the tree of {shown}")
         if mode == b"120000":

@@ -30,6 +30,7 @@ import re
 import threading
 import types
 import typing
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -41,7 +42,7 @@ from llmgw_wire.mapping.secrets import SECRET_ATTRIBUTES
 from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
     from llmgw_wire.mapping.rules import ScalarKind
 
@@ -50,6 +51,7 @@ __all__ = [
     "Backend",
     "Betterproto2",
     "Compiled",
+    "Hooks",
     "StructureGen",
     "UnstructureGen",
     "Upb",
@@ -68,6 +70,8 @@ class Backend(Protocol):
     classes: dict[str, type]
     #: Its value of each shard state.
     state_values: dict[State, object]
+    #: Whether equal decoded values of scalars, tuples and maps are one object.
+    shares_values: bool
 
     def optional_message(self, g: StructureGen, wire: str, fn: str) -> str:
         """Source: the structured sub-message, or None when it is unset."""
@@ -116,6 +120,8 @@ class _Classes:
     """What both backends hold: their classes and state values; the checks they share."""
 
     name = ""
+    #: Whether decoded values of scalars, tuples and maps are shared when equal.
+    shares_values = False
 
     def __init__(self, classes: dict[str, type], state_values: dict[State, object]) -> None:
         self.classes = classes
@@ -190,6 +196,19 @@ class Upb(_Classes):
     """
 
     name = "upb"
+    #: Equal values of scalars, tuples and maps decoded are one object (`StructureGen.interned`).
+    shares_values = True
+
+    def __init__(
+        self,
+        classes: dict[str, type],
+        state_values: dict[State, object],
+        str_entry: type | None = None,
+    ) -> None:
+        super().__init__(classes, state_values)
+        #: The message class of a map entry of strings, for a decode class
+        #: that reads such a map as its entries' bytes (None: none does).
+        self.str_entry = str_entry
 
     def optional_message(self, g: StructureGen, wire: str, fn: str) -> str:
         return f"({fn}({g.m}.{wire}) if {g.m}.HasField({wire!r}) else None)"
@@ -203,7 +222,9 @@ class Upb(_Classes):
 
     def str_map(self, g: StructureGen, wire: str) -> str:
         # Key by key is twice as fast as dict() over upb's map container.
-        return f"_str_map({g.m}.{wire})"
+        if self.str_entry is None:
+            return f"_str_map({g.m}.{wire})"
+        return f"_str_map({g.m}.{wire}, {g.const(self.str_entry)})"
 
     def check(self, kind: ScalarKind, var: str) -> str:
         if kind in rules.INT_RANGES:
@@ -287,29 +308,75 @@ def _fill_repeated(wire: str, expr: str) -> list[str]:
 _NO_MAP = FrozenMap()
 
 
-def _str_map(container: Any) -> FrozenMap:
+def _str_map(container: Any, entry: Any = None) -> FrozenMap:
+    """A map field of upb's as a `FrozenMap`, the one shared map of its entries.
+
+    Read as upb parsed it: a map, its entries as messages, or with `entry`
+    (the entry's message class), its entries' bytes. Equal maps in the same
+    order are one map (a GPU's NIC paths, a fleet's labels); by bytes, a
+    map seen before is neither parsed nor read again.
+    """
     if not container:
         return _NO_MAP
+    # Its entries' bytes (a repeated scalar field: no `add`, an `append`).
+    as_bytes = entry is not None and not hasattr(container, "add") and hasattr(container, "append")
+    if as_bytes:
+        key: tuple[object, ...] = tuple(container[:])
+        shared = _MAPS.get(key)
+        if shared is not None:
+            return shared  # type: ignore[return-value]
     # Loops, not comprehensions: a comprehension is a function call of its own.
     items = {}
-    if hasattr(container, "add"):
+    if as_bytes:
+        # Parsed only now: upb's own error (not a value refused) for bytes it refuses.
+        parse = entry.FromString
+        for raw in key:
+            message = parse(raw)
+            items[message.key] = message.value
+    elif hasattr(container, "add"):
         # A map read as its entries (how `decode` parses maps, so that an
         # entry with an unknown field keeps its key, as Go's runtime does):
         # a later entry for the same key wins. Sliced first: the container
         # has no iterator of its own, and a slice is one C call.
-        for entry in container[:]:
-            items[entry.key] = entry.value
+        for message in container[:]:
+            items[message.key] = message.value
+        key = (*items, *items.values())  # keys then values: as many of each
     else:
-        for key in container:
-            items[key] = container[key]
-    return FrozenMap._owning(items)
+        for name in container:
+            items[name] = container[name]
+        key = (*items, *items.values())
+    shared = _MAPS.get(key)
+    if shared is None:
+        shared = FrozenMap._owning(items)
+        _MAPS.add(key, shared)
+    return shared  # type: ignore[return-value]
+
+
+def _tuple(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`value`, a tuple of a repeated scalar field not seen before, shared from now on."""
+    _TUPLES.add(value, value)
+    return value
 
 
 #: The most values a table of shared values holds, and the most characters of
-#: text their keys hold (a peer chooses them: a fabric's texts can be megabytes).
-#: A table starts again when either is reached; a value of more text is not shared.
+#: text (and elements of tuples and maps) their keys hold (a peer chooses them:
+#: a fabric's texts can be megabytes). A table starts again when either is
+#: reached; a value of more is not shared.
 INTERNED_MAX = 4096
 INTERNED_CHARS = 1 << 20
+
+
+def _held(parts: tuple[object, ...]) -> int:
+    """What a key holds: one per element (its own, its tuples'), the characters of its texts."""
+    held = len(parts)
+    for part in parts:
+        if isinstance(part, (str, bytes)):
+            held += len(part)
+        elif isinstance(part, tuple):
+            held += _held(part)
+        elif isinstance(part, FrozenMap):
+            held += len(part) + sum(len(k) + len(v) for k, v in part.items())
+    return held
 
 
 class _Interned(dict[tuple[object, ...], object]):
@@ -325,7 +392,7 @@ class _Interned(dict[tuple[object, ...], object]):
 
     def add(self, key: tuple[object, ...], value: object) -> None:
         """Share `value` under `key` from now on (a lookup is the dict's own `get`)."""
-        chars = sum(len(part) for part in key if isinstance(part, (str, bytes)))
+        chars = _held(key)
         if chars > INTERNED_CHARS:
             return
         with self._lock:
@@ -336,11 +403,18 @@ class _Interned(dict[tuple[object, ...], object]):
             self.chars += chars
 
 
+# The decoded maps and tuples of repeated scalars, shared when equal, in every
+# decode of the process (upb's structure functions).
+_MAPS = _Interned()
+_TUPLES = _Interned()
+
+
 class _Namespace:
     """The globals of the generated module: helpers, classes and constants."""
 
-    def __init__(self, backend: Backend, pairs: tuple[Pair, ...]) -> None:
+    def __init__(self, backend: Backend, pairs: tuple[Pair, ...], hooks: Hooks) -> None:
         self.pairs = {pair.domain: pair for pair in pairs}
+        self.hooks = hooks
         self.globals: dict[str, Any] = {
             "_Invalid": rules.Invalid,
             "_utf8_ok": rules.utf8_ok,
@@ -354,6 +428,8 @@ class _Namespace:
             "_leader_addr": rules.leader_addr,
             "_leader_endpoint": leader_endpoint,
             "_str_map": _str_map,
+            "_tuple": _tuple,
+            "_TUPLES": _TUPLES,
             "_new": object.__new__,
         }
         self._consts: dict[int, str] = {}
@@ -476,6 +552,12 @@ class StructureGen:
     def param(self, name: str) -> None:
         self.params.append(name)
 
+    def optional_message(self, wire: str, fn: str) -> str:
+        return self.backend.optional_message(self, wire, fn)
+
+    def required_message(self, wire: str, fn: str, domain: type) -> str:
+        return self.backend.required_message(self, wire, fn, domain)
+
     def repeated(self, wire: str) -> str:
         return self.backend.repeated(self, wire)
 
@@ -498,7 +580,8 @@ class StructureGen:
         params = "".join(f", {p}=''" for p in self.params)
         cls = self.const(domain)
         head = f"def s_{domain.__name__}(m{params}):\n"
-        built = self.built(domain, "o", "    ")
+        built = self.interned(domain, "o", "    ") if self.backend.shares_values else None
+        built = built or self.built(domain, "o", "    ")
         if built is not None:
             return head + "".join(f"{line}\n" for line in built) + "    return o\n"
         if _positional(domain, [attr for attr, _ in exprs]):
@@ -507,7 +590,27 @@ class StructureGen:
             body = "".join(f"\n        {attr}={expr}," for attr, expr in exprs)
         return f"{head}    return {cls}({body}\n    )\n"
 
-    def built(self, domain: type, var: str, indent: str) -> list[str] | None:
+    def shared_tuple(self, rule: object, expr: str, local: str, indent: str) -> list[str]:
+        """Statements that set `local` to the tuple `expr` gives, the one shared equal tuple.
+
+        Empty when the backend does not share values or `expr` is not a
+        repeated field's tuple. A lookup, and a call only for a tuple not seen
+        before: a repeated field of a value not itself shared (a GPU's NVLink
+        peers, a shard's GPUs) is one tuple for every value that has it.
+        """
+        if not (self.backend.shares_values and type(rule) is rules.Repeated):
+            return []
+        if not expr.startswith("tuple("):
+            return []
+        return [
+            f"{indent}{local} = _TUPLES.get(_t := {expr})",
+            f"{indent}if {local} is None:",
+            f"{indent}    {local} = _tuple(_t)",
+        ]
+
+    def built(
+        self, domain: type, var: str, indent: str, ready: list[str] | None = None
+    ) -> list[str] | None:
         """Statements that build a `domain` value from `m` into `var`, slot by slot; None if not.
 
         What attrs' `__init__` does for a frozen slotted class with no
@@ -518,7 +621,7 @@ class StructureGen:
         """
         rules_ = self.ns.pairs[domain].rules
         params = list(self.params)
-        exprs = [rule.structure_expr(self) for rule in rules_]
+        exprs = ready or [rule.structure_expr(self) for rule in rules_]
         # The function's own parameters are already declared (`function` read
         # its rules first); an embedded value that takes some of its own is
         # built by its own function.
@@ -531,7 +634,7 @@ class StructureGen:
         lines = [f"{indent}{var} = _new({self.const(domain)})"]
         for rule, expr in zip(rules_, exprs, strict=True):
             value = expr
-            if isinstance(rule, rules.Embedded):
+            if isinstance(rule, rules.Embedded) and rule.domain not in self.ns.hooks.structure:
                 local = f"_{var}_{rule.attr}"
                 deeper = indent + ("    " if rule.present_if else "")
                 inner = self.interned(rule.domain, local, deeper)
@@ -545,7 +648,14 @@ class StructureGen:
                     else:
                         lines += inner
             setter = self.ns.setter(domain, rule.attr)
-            lines.append(f"{indent}{setter}({var}, {self.converted(domain, rule.attr, value)})")
+            if ready is None:
+                value = self.converted(domain, rule.attr, value)
+                if value == expr and (
+                    shared := self.shared_tuple(rule, expr, f"_{var}_{rule.attr}", indent)
+                ):
+                    lines += shared
+                    value = f"_{var}_{rule.attr}"
+            lines.append(f"{indent}{setter}({var}, {value})")
         return lines
 
     def interned(self, domain: type, var: str, indent: str) -> list[str] | None:
@@ -555,21 +665,38 @@ class StructureGen:
         far (bounded: `_Interned`), so that a GPU's fabric, the same for every
         GPU of an NVLink domain, is one object and one set of strings for
         them all: fewer objects for the garbage collector to walk, less memory.
-        The values are frozen, so sharing one is not seen but by `is`. A value
-        with a secret is never kept in a table: it lives no longer than its message.
+        A backend that `shares_values` shares values of tuples and maps too
+        (a GPU's health, a MIG slice, a shard's placement), each field read
+        once into a local. The values are frozen, so sharing one is not seen
+        but by `is`. A value with a secret is never kept in a table: it lives
+        no longer than its message.
         """
         rules_ = self.ns.pairs[domain].rules
-        if not all(type(rule) is rules.Scalar for rule in rules_):
+        shares = self.backend.shares_values
+        kinds: tuple[type, ...] = (
+            (rules.Scalar, rules.Repeated, rules.StrMap) if shares else (rules.Scalar,)
+        )
+        if not all(type(rule) in kinds for rule in rules_):
             return None
         if any(owner is domain for owner, _ in SECRET_ATTRIBUTES):
             return None
-        inner = self.built(domain, var, indent + "    ")
+        reads: list[str] = []
+        if shares:
+            fields = [f"{var}_{rule.attr}" for rule in rules_]
+            for rule, local in zip(rules_, fields, strict=True):
+                # A tuple here is shared with its value: no table of its own.
+                expr = self.converted(domain, rule.attr, rule.structure_expr(self))
+                reads.append(f"{indent}{local} = {expr}")
+            inner = self.built(domain, var, indent + "    ", ready=fields)
+        else:
+            fields = [rule.structure_expr(self) for rule in rules_]
+            inner = self.built(domain, var, indent + "    ")
         if inner is None:
             return None
-        fields = [rule.structure_expr(self) for rule in rules_]
         key = ", ".join(fields) + ("," if len(fields) == 1 else "")
         table = self.ns.interned(domain)
         return [
+            *reads,
             f"{indent}{var}_key = ({key})",
             f"{indent}{var} = {table}.get({var}_key)",
             f"{indent}if {var} is None:",
@@ -683,9 +810,36 @@ class UnstructureGen:
                     )
         return list(fields.items())
 
+    def embedded(self, domain: type, obj: str) -> list[tuple[str, str]]:
+        """The wire fields the embedded `domain` value `obj` fills: inline, or its hook's."""
+        if domain not in self.ns.hooks.unstructure:
+            return self.inline(domain, obj)
+        message = self.local(f"{self.unstructure_fn(domain)}({obj})")
+        # Which fields the model fills, as an inline reading of it would write them.
+        filled = UnstructureGen(self.backend, self.ns).inline(domain, "d")
+        return [(wire, f"{message}.{wire}") for wire, _ in filled]
+
     def function(self, domain: type, wire_class: type) -> str:
         fields = self.inline(domain, "d")
         return self.backend.unstructure_functions(self, domain, wire_class, fields)
+
+
+@attrs.frozen
+class Hooks:
+    """Conversions that stand for some models' generated ones, wherever those models occur.
+
+    `structure[M](message, **context)` gives the `M` value of a message of
+    `M`'s pair (`context`: what its enclosing message supplies, an adopted
+    shard's node id); `unstructure[M](value)` gives the message of an `M`
+    value. The functions of the models holding `M` call its hook, and read
+    from its message the fields they share with it, where they would have
+    built `M` inline. Only models with a message of their own have hooks, and
+    only a backend that builds messages by keyword (betterproto2) takes
+    unstructure hooks.
+    """
+
+    structure: Mapping[type, Callable[..., Any]] = attrs.field(factory=dict)
+    unstructure: Mapping[type, Callable[[Any], Any]] = attrs.field(factory=dict)
 
 
 class Compiled:
@@ -710,15 +864,25 @@ class Compiled:
         self.fill = fill or {}
 
 
-def compile_backend(backend: Backend, pairs: tuple[Pair, ...] = PAIRS) -> Compiled:
+def compile_backend(
+    backend: Backend, pairs: tuple[Pair, ...] = PAIRS, hooks: Hooks | None = None
+) -> Compiled:
     """Generate, compile and return the conversion functions of `pairs` for `backend`.
 
     Each pair's functions are compiled under a file name of their own,
     `<llmgw_wire generated BACKEND Model>`, registered with `linecache`, so
     that a traceback or a debugger shows the generated line (as cattrs does
-    for its hooks). All share one namespace, where they call each other.
+    for its hooks). All share one namespace, where they call each other by
+    name: a model's hook (`hooks`) takes its name there, so that every
+    function calls the hook instead (and `Compiled` gives it for that model).
     """
-    ns = _Namespace(backend, pairs)
+    hooks = hooks or Hooks()
+    embedded = {p.domain for p in pairs if p.embedded}
+    if embedded & {*hooks.structure, *hooks.unstructure}:
+        raise ValueError("a hook for a model with no message of its own")
+    if hooks.unstructure and isinstance(backend, Upb):
+        raise NotImplementedError("upb fills sub-messages in place: no unstructure hooks")
+    ns = _Namespace(backend, pairs, hooks)
     sources: dict[type, str] = {}
     for pair in pairs:
         chunks = [StructureGen(backend, ns).function(pair.domain)]
@@ -730,6 +894,8 @@ def compile_backend(backend: Backend, pairs: tuple[Pair, ...] = PAIRS) -> Compil
         {source_file_name(backend, domain): source for domain, source in sources.items()},
         ns.globals,
     )
+    ns.globals.update({f"s_{domain.__name__}": fn for domain, fn in hooks.structure.items()})
+    ns.globals.update({f"u_{domain.__name__}": fn for domain, fn in hooks.unstructure.items()})
     structure = {p.domain: ns.globals[f"s_{p.domain.__name__}"] for p in pairs}
     top = [p.domain for p in pairs if not p.embedded]
     unstructure = {d: ns.globals[f"u_{d.__name__}"] for d in top}

@@ -161,7 +161,8 @@ class MappingChange:
     Attributes:
         domain: the domain model, e.g. `GPU`.
         attr: its attribute, or "" for a change of the whole pair.
-        change: `added`, `removed`, `renamed` or `changed`.
+        change: `added`, `removed`, `renamed`, `moved` (now read through an
+            embedded model, the same rule) or `changed`.
         detail: what changed, as a sentence.
     """
 
@@ -223,6 +224,25 @@ def compare_mappings(old: dict[str, Any], new: dict[str, Any]) -> list[MappingCh
                 changes.append(
                     MappingChange(domain, twin, "renamed", f"was {domain}.{attr}, same rule")
                 )
+        # One that is now read through an embedded pair (`ShardCommand.replica_id`
+        # from its `spec`), with the same rule, moved: it was not removed.
+        for attr in list(gone):
+            moved = next(
+                (
+                    (f"{embed['attr']}.{inner['attr']}", inner)
+                    for embed in after["rules"]
+                    if embed["rule"] == "embedded" and embed.get("domain") in new_pairs
+                    for inner in new_pairs[embed["domain"]]["rules"]
+                    if {k: v for k, v in inner.items() if k != "attr"}
+                    == {k: v for k, v in old_rules[attr].items() if k != "attr"}
+                ),
+                None,
+            )
+            if moved is not None:
+                gone.remove(attr)
+                where, inner = moved
+                detail = f"now read from {domain}.{where}, the same {_rule_text(inner)}"
+                changes.append(MappingChange(domain, attr, "moved", detail))
         changes.extend(
             MappingChange(domain, attr, "removed", f"was {_rule_text(old_rules[attr])}")
             for attr in gone

@@ -28,7 +28,7 @@ from llmgw_wire.domain.reconciler import leader_endpoint
 from llmgw_wire.errors import DecodeError, EncodeError
 
 if TYPE_CHECKING:
-    from llmgw_wire.mapping.compiler import StructureGen, UnstructureGen
+    from contextlib import AbstractContextManager
 
 __all__ = [
     "EPOCH",
@@ -52,6 +52,8 @@ __all__ = [
     "ScalarKind",
     "StateEnum",
     "StrMap",
+    "StructureWriter",
+    "UnstructureWriter",
     "Walk",
     "attr_for_wire",
     "check_source",
@@ -206,6 +208,103 @@ class Walk(Protocol):
         ...
 
 
+class StructureWriter(Protocol):
+    """What a rule asks of the writer of a structure function (`llmgw_wire.mapping.compiler`).
+
+    The writer knows the wire backend's idioms; a rule says only which field
+    holds its attribute and how it is converted. Rules are below the compiler:
+    they name this protocol, never its classes.
+    """
+
+    #: The name of the message being read, in the generated source.
+    m: str
+
+    def structure_fn(self, domain: type) -> str:
+        """The name of the function that structures a `domain` message."""
+        ...
+
+    def optional_message(self, wire: str, fn: str) -> str:
+        """Source: the sub-message `wire` structured by `fn`, or None when it is unset."""
+        ...
+
+    def required_message(self, wire: str, fn: str, domain: type) -> str:
+        """Source: the sub-message `wire` structured by `fn`; `domain()` when it is unset."""
+        ...
+
+    def repeated(self, wire: str) -> str:
+        """Source: the items of the repeated field `wire`, as an iterable of its own."""
+        ...
+
+    def str_map(self, wire: str) -> str:
+        """Source: the map field `wire` as the domain holds it."""
+        ...
+
+    def const(self, value: object) -> str:
+        """The name of a global of the generated module holding `value`."""
+        ...
+
+    def param(self, name: str) -> None:
+        """Take `name` as a keyword parameter of the function, from its caller."""
+        ...
+
+
+class UnstructureWriter(Protocol):
+    """What a rule asks of the writer of an unstructure function (`llmgw_wire.mapping.compiler`)."""
+
+    @property
+    def domain(self) -> type:
+        """The domain model whose attributes are being read."""
+        ...
+
+    def rules(self, domain: type) -> tuple[Rule, ...]:
+        """The rules of the pair of `domain`."""
+        ...
+
+    def const(self, value: object) -> str:
+        """The name of a global of the generated module holding `value`."""
+        ...
+
+    def param(self, name: str) -> None:
+        """Take the wire field `name` as a keyword parameter, None by default."""
+        ...
+
+    def stmt(self, source: str) -> None:
+        """Add `source`, statements, to the function at the current indentation."""
+        ...
+
+    def local(self, expr: str) -> str:
+        """Assign `expr` to a new local of the function; its name."""
+        ...
+
+    def block(self, header: str) -> AbstractContextManager[None]:
+        """Statements added inside are the body of `header` (an `if ...:`)."""
+        ...
+
+    def check(self, kind: ScalarKind, var: str) -> str:
+        """Source: true when `var` cannot be carried by a wire scalar of `kind`."""
+        ...
+
+    def sequence(self, value: str) -> str:
+        """Source: a domain sequence as the wire takes it."""
+        ...
+
+    def mapping(self, value: str) -> str:
+        """Source: a domain dict as the wire takes it."""
+        ...
+
+    def message(self, domain: type, value: str, *, optional: bool) -> str:
+        """Source of the wire value of a sub-message field holding the domain `value`."""
+        ...
+
+    def messages(self, domain: type, value: str) -> str:
+        """Source of the wire value of a repeated sub-message field, from the domain `value`."""
+        ...
+
+    def embedded(self, domain: type, obj: str) -> list[tuple[str, str]]:
+        """The wire fields of this message that the embedded `domain` value `obj` fills."""
+        ...
+
+
 def attr_for_wire(rules: tuple[Rule, ...], wire: str) -> str:
     """The attribute that the wire field `wire` carries, among `rules`."""
     for rule in rules:
@@ -239,11 +338,11 @@ class Rule:
     #: error path then names no field of its own for it).
     embedded_in_parent: ClassVar[bool] = False
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         """Source of an expression giving the attribute from the message `g.m`."""
         raise NotImplementedError
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         """Emit checks into `g`; return `(wire field, source expression)` pairs."""
         raise NotImplementedError
 
@@ -292,10 +391,10 @@ class Scalar(FieldRule):
 
     kind: ScalarKind = "string"
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         return f"{g.m}.{self.wire}"
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         var = g.local(f"{obj}.{self.attr}")
         g.stmt(f"if {g.check(self.kind, var)}: raise _Invalid")
         return [(self.wire, var)]
@@ -320,10 +419,10 @@ class Repeated(FieldRule):
 
     kind: ScalarKind = "string"
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         return f"tuple({g.repeated(self.wire)})"
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         var = g.local(g.sequence(f"{obj}.{self.attr}"))
         g.stmt(f"for _x in {var}:\n    if {g.check(self.kind, '_x')}: raise _Invalid")
         return [(self.wire, var)]
@@ -346,10 +445,10 @@ class StrMap(FieldRule):
     rule_kind: ClassVar[RuleKind] = "map"
     flat: ClassVar[bool] = True
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         return g.str_map(self.wire)
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         var = g.local(g.mapping(f"{obj}.{self.attr}"))
         g.stmt(
             f"for _k, _x in {var}.items():\n"
@@ -384,13 +483,13 @@ class Message(FieldRule):
     domain: type = object
     optional: bool = False
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         fn = g.structure_fn(self.domain)
         if self.optional:
-            return g.backend.optional_message(g, self.wire, fn)
-        return g.backend.required_message(g, self.wire, fn, self.domain)
+            return g.optional_message(self.wire, fn)
+        return g.required_message(self.wire, fn, self.domain)
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, g.message(self.domain, f"{obj}.{self.attr}", optional=self.optional))]
 
     def explain(self, value: object, path: Path, walk: Walk) -> None:
@@ -425,14 +524,14 @@ class Messages(FieldRule):
     domain: type = object
     context: tuple[tuple[str, str], ...] = ()
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         fn = g.structure_fn(self.domain)
         if not self.context:
             return f"tuple(map({fn}, {g.repeated(self.wire)}))"
         kwargs = ", ".join(f"{k}={g.m}.{w}" for k, w in self.context)
         return f"tuple([{fn}(_x, {kwargs}) for _x in {g.repeated(self.wire)}])"
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, g.messages(self.domain, f"{obj}.{self.attr}"))]
 
     def explain(self, value: object, path: Path, walk: Walk) -> None:
@@ -467,16 +566,16 @@ class Embedded(Rule):
 
     embedded_in_parent: ClassVar[bool] = True
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         call = f"{g.structure_fn(self.domain)}({g.m})"
         return f"({call} if {g.m}.{self.present_if} else None)" if self.present_if else call
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         inner = g.local(f"{obj}.{self.attr}")
         if not self.present_if:
-            return g.inline(self.domain, inner)
+            return g.embedded(self.domain, inner)
         with g.block(f"if {inner} is not None:"):
-            fields = g.inline(self.domain, inner)
+            fields = g.embedded(self.domain, inner)
             g.stmt(f"if not {dict(fields)[self.present_if]}: raise _Invalid")
         # None leaves every embedded field at its zero value.
         rules = g.rules(self.domain)
@@ -519,10 +618,10 @@ class StateEnum(FieldRule):
     rule_kind: ClassVar[RuleKind] = "state"
     flat: ClassVar[bool] = True
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         return f"_state_from_wire.get({g.m}.{self.wire}, _FAILED)"
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         var = g.local(f"_state_to_wire.get({obj}.{self.attr})")
         g.stmt(f"if {var} is None: raise _Invalid")
         return [(self.wire, var)]
@@ -544,10 +643,10 @@ class Millis(FieldRule):
     rule_kind: ClassVar[RuleKind] = "millis"
     flat: ClassVar[bool] = True
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         return f"_from_millis({g.m}.{self.wire})"
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, f"_millis({obj}.{self.attr})")]
 
     def explain(self, value: object, path: Path, walk: Walk) -> None:
@@ -578,10 +677,10 @@ class EpochMillis(FieldRule):
     rule_kind: ClassVar[RuleKind] = "epoch-millis"
     flat: ClassVar[bool] = True
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         return f"_from_epoch_millis({g.m}.{self.wire})"
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, f"_epoch_millis({obj}.{self.attr})")]
 
     def explain(self, value: object, path: Path, walk: Walk) -> None:
@@ -627,14 +726,14 @@ class LeaderEndpoint(FieldRule):
     rank: str = "rank"
     port: str = "http_port"
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         m = g.m
         return f"_leader_endpoint({m}.{self.wire}, {m}.{self.rank}, {m}.{self.port})"
 
     def _siblings(self, rules: tuple[Rule, ...]) -> tuple[str, str]:
         return attr_for_wire(rules, self.rank), attr_for_wire(rules, self.port)
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         rank, port = self._siblings(g.rules(g.domain))
         # A caller may give the address itself: an agent reports its leader's
         # for every rank, which no domain value but rank 0's holds.
@@ -669,10 +768,10 @@ class Constant(Rule):
 
     value: object = None
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         return g.const(self.value)
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         return []
 
     def describe(self) -> str:
@@ -689,11 +788,11 @@ class FromContext(Rule):
     #: The field of the enclosing message that supplies it.
     source: str = ""
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         g.param(self.attr)
         return self.attr
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         return []
 
     def describe(self) -> str:
@@ -712,10 +811,10 @@ class NotCarried(Rule):
     #: The message that has no field for it, for the error and the reference.
     message: str = ""
 
-    def structure_expr(self, g: StructureGen) -> str:
+    def structure_expr(self, g: StructureWriter) -> str:
         return "None"
 
-    def unstructure(self, g: UnstructureGen, obj: str) -> list[tuple[str, str]]:
+    def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         g.stmt(f"if {obj}.{self.attr} is not None: raise _Invalid")
         return []
 

@@ -1,7 +1,7 @@
 """The secret domain attributes, derived from the schema through the table.
 
 A domain attribute is secret when the wire field its rule maps it to is one
-the schema marks `[debug_redact = true]` (`llmgw_wire.v1.redaction`):
+the schema marks `[debug_redact = true]` (`llmgw_wire._schema`):
 `ShardSpec.api_key`, because its rule maps it to `llmgw.v1.StartShard.api_key`.
 This is the one place that says so; every surface asks it:
 
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 import attrs
 
+from llmgw_wire._schema import SECRET_FIELDS
 from llmgw_wire.mapping.table import PAIRS
-from llmgw_wire.v1.redaction import SECRET_FIELDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

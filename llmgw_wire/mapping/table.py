@@ -11,6 +11,7 @@ is no other description of the mapping to drift from.
 from __future__ import annotations
 
 from functools import cache
+from typing import TypeAlias
 
 from attrs import frozen
 
@@ -67,6 +68,7 @@ __all__ = [
     "STATE_MODELS",
     "STATE_NUMBERS",
     "Envelope",
+    "ModelWithMessage",
     "Pair",
     "flat_fields",
     "mapped_fields",
@@ -388,6 +390,31 @@ PAIRS_WITH_MESSAGE: tuple[Pair, ...] = tuple(pair for pair in PAIRS if not pair.
 
 #: The domain models of `PAIRS_WITH_MESSAGE`, in table order.
 MODELS_WITH_MESSAGE: tuple[type, ...] = tuple(pair.domain for pair in PAIRS_WITH_MESSAGE)
+
+#: A value of a domain model with a message of its own: what `encode` takes.
+#: The models of `MODELS_WITH_MESSAGE`, in the same order, written out for
+#: type checkers, which cannot read the table (a test holds the two equal).
+ModelWithMessage: TypeAlias = (
+    Host
+    | MIGDevice
+    | GPU
+    | IMEX
+    | LocalWeights
+    | Storage
+    | FabricAttachment
+    | Node
+    | Compute
+    | AdoptedShard
+    | Registration
+    | Adapter
+    | Profile
+    | ShardSpec
+    | ShardCommand
+    | StopCommand
+    | ShardReport
+    | Heartbeat
+    | Ack
+)
 
 #: The domain models that carry a shard state, directly or in a nested value.
 STATE_MODELS: tuple[type, ...] = tuple(

@@ -7,7 +7,7 @@ import contextlib
 import inspect
 import logging
 import random
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import grpc
 import grpc.aio
@@ -17,6 +17,7 @@ from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.conversions import registration_from_inventory
 from llmgw_wire.errors import (
     DecodeError,
+    PermissionDenied,
     StatusCode,
     StreamClosed,
     StreamError,
@@ -28,6 +29,7 @@ from llmgw_wire.stream._metrics import metrics_for
 from llmgw_wire.stream._protocol import (
     CONNECT_ROUTE,
     REGISTRATION_DEADLINE,
+    TOO_MANY_WAITING,
     Keepalive,
     compression_of,
 )
@@ -44,8 +46,6 @@ if TYPE_CHECKING:
 __all__ = ["Backoff", "connect", "keep_connected", "registration_from_inventory"]
 
 logger = logging.getLogger("llmgw_wire.stream")
-
-T = TypeVar("T")
 
 #: Seconds an agent that leaves waits for the control plane to end the call.
 LEAVE_GRACE: Final = 5.0
@@ -120,6 +120,14 @@ class _ClientCall:
         return bool(self._call.done())
 
 
+#: A channel's own subchannel, so its own connection and connect backoff, for
+#: each round of `keep_connected`: from grpc's global pool, a new channel to a
+#: target inherits the backoff an earlier channel's failures left (up to 120
+#: s), and fails at once with the old error until it expires; the agent's own
+#: `Backoff` would not be its pace.
+OWN_SUBCHANNEL: Final = ("grpc.use_local_subchannel_pool", 1)
+
+
 def channel_options(
     max_message_size: int,
     keepalive: Keepalive | None,
@@ -136,6 +144,55 @@ def channel_options(
     if tls is not None:
         options += tls.options()
     return options + list(extra)
+
+
+@contextlib.asynccontextmanager
+async def _connect(
+    target: str,
+    *,
+    tls: ClientTLS | None = None,
+    metadata: Mapping[str, str] | None = None,
+    compression: str | None = None,
+    max_message_size: int = DEFAULT_MAX_SIZE,
+    max_items: int = DEFAULT_MAX_ITEMS,
+    keepalive: Keepalive | None = Keepalive(),
+    on_bad_message: BadMessagePolicy = "skip",
+    leave_grace: float = LEAVE_GRACE,
+    options: Sequence[tuple[str, Any]] = (),
+) -> AsyncIterator[tuple[AgentSession, _ClientCall]]:
+    """`connect`, with the call below the session too (what `keep_connected` watches)."""
+    channel_opts = channel_options(max_message_size, keepalive, tls, options)
+    if tls is None:
+        channel = grpc.aio.insecure_channel(target, options=channel_opts)
+    else:
+        channel = grpc.aio.secure_channel(target, tls.credentials(), options=channel_opts)
+    try:
+        method = channel.stream_stream(CONNECT_ROUTE)
+        call = method(
+            metadata=tuple((metadata or {}).items()) or None,
+            compression=compression_of(compression),
+        )
+        client_call = _ClientCall(call, tls=tls is not None)
+        session = AgentSession(
+            client_call,
+            f"control plane {target}",
+            on_bad_message=on_bad_message,
+            max_message_size=max_message_size,
+            max_items=max_items,
+        )
+        try:
+            yield session, client_call
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                await session.leave(leave_grace)
+            else:
+                # Cancelled (or interrupted): no waiting for anyone.
+                await session._stop_reading()
+                client_call.cancel()
+            raise
+        await session.leave(leave_grace)
+    finally:
+        await channel.close(grace=None)
 
 
 @contextlib.asynccontextmanager
@@ -160,6 +217,12 @@ async def connect(
     lost; only then is the call cancelled. A task cancelled inside the block
     cancels the call at once. Leaving raises nothing of its own.
 
+    Channels of one process to one target share grpc's subchannel, and so
+    its connection and its connect backoff (up to 120 s after failures). A
+    loop of its own that connects again should pass
+    `options=[("grpc.use_local_subchannel_pool", 1)]`, as `keep_connected`
+    does, so that its own delays are its pace.
+
     Args:
         target: the control plane, "host:port".
         tls: the CA to trust and, for mutual TLS, the agent's certificate;
@@ -175,43 +238,25 @@ async def connect(
             "end" makes `recv` raise its `DecodeError`.
         leave_grace: seconds to wait, on leaving the block, for the control
             plane to end the call after the agent's half-close.
-        options: more grpc channel options, as (name, value) pairs.
+        options: more grpc channel options, as (name, value) pairs; they
+            come last, so they override the library's own.
 
     A control plane that cannot be reached shows as `PeerUnavailable` from
     the first `send` or `recv`.
     """
-    channel_opts = channel_options(max_message_size, keepalive, tls, options)
-    if tls is None:
-        channel = grpc.aio.insecure_channel(target, options=channel_opts)
-    else:
-        channel = grpc.aio.secure_channel(target, tls.credentials(), options=channel_opts)
-    try:
-        method = channel.stream_stream(CONNECT_ROUTE)
-        call = method(
-            metadata=tuple((metadata or {}).items()) or None,
-            compression=compression_of(compression),
-        )
-        client_call = _ClientCall(call, tls=tls is not None)
-        session = AgentSession(
-            client_call,
-            f"control plane {target}",
-            on_bad_message=on_bad_message,
-            max_message_size=max_message_size,
-            max_items=max_items,
-        )
-        try:
-            yield session
-        except BaseException as exc:
-            if isinstance(exc, Exception):
-                await session.leave(leave_grace)
-            else:
-                # Cancelled (or interrupted): no waiting for anyone.
-                await session._stop_reading()
-                client_call.cancel()
-            raise
-        await session.leave(leave_grace)
-    finally:
-        await channel.close(grace=None)
+    async with _connect(
+        target,
+        tls=tls,
+        metadata=metadata,
+        compression=compression,
+        max_message_size=max_message_size,
+        max_items=max_items,
+        keepalive=keepalive,
+        on_bad_message=on_bad_message,
+        leave_grace=leave_grace,
+        options=options,
+    ) as (session, _):
+        yield session
 
 
 @frozen
@@ -222,9 +267,15 @@ class Backoff:
     up to `jitter` of itself at random, so that agents that lost the same
     control plane do not all come back at the same instant.
 
+    `keep_connected` starts the delays over only after a round that lasted:
+    the control plane answered and the call stayed up at least `maximum`
+    seconds. A control plane that answers and then fails at once sees its
+    agents come back ever more slowly, as grpc's own reconnect backoff does.
+
     Attributes:
         initial: seconds of the first delay.
-        maximum: the longest delay.
+        maximum: the longest delay, and how long a round must last for the
+            delays to start over.
         multiplier: how much each delay grows.
         jitter: the fraction (0 to 1) of a delay taken off at random.
     """
@@ -241,40 +292,40 @@ class Backoff:
         return float(base * (1 - self.jitter * draw))
 
 
-#: The codes of a refusal `keep_connected` gives up on: connecting again with
-#: the same credentials would be refused again. A failed handshake
-#: (UNAUTHENTICATED) is not among them: a rotated certificate may fix it.
-REFUSED_FOR_GOOD: Final = frozenset({StatusCode.PERMISSION_DENIED})
+def _longest(backoff: Backoff) -> float:
+    """A delay at `backoff.maximum`, less the jitter: the wait after a refusal."""
+    return float(backoff.maximum * (1 - backoff.jitter * random.random()))  # noqa: S311 (jitter, not a secret)
 
 
-def _gives_up(error: StreamError, answered: bool) -> bool:
-    """Whether `keep_connected` stops for `error` rather than connecting again."""
-    if error.code in REFUSED_FOR_GOOD:
+def _reconnect_options(backoff: Backoff) -> list[tuple[str, Any]]:
+    """The options that pace grpc's own reconnect backoff, within one channel, as `backoff`."""
+    return [
+        ("grpc.initial_reconnect_backoff_ms", max(1, round(backoff.initial * 1000))),
+        ("grpc.max_reconnect_backoff_ms", max(1, round(backoff.maximum * 1000))),
+    ]
+
+
+#: Seconds within which a control plane must answer a registration (see
+#: `keep_connected`'s `first_answer_timeout`): the control plane's own
+#: registration deadline, the other way round.
+FIRST_ANSWER_TIMEOUT: Final = 30.0
+
+RefusalHook: TypeAlias = "Callable[[StreamError], bool | Awaitable[bool]]"
+"""Called with a refusal of the agent's own message; False gives up (see `keep_connected`)."""
+
+
+def own_fault(error: BaseException | None) -> bool:
+    """Whether `error` refuses the agent's own message: what connecting again cannot fix.
+
+    INVALID_ARGUMENT (`MessageRejected`), and RESOURCE_EXHAUSTED for a
+    message over a limit; a control plane that sheds calls waiting to
+    register (RESOURCE_EXHAUSTED, too many waiting) is load, not a refusal.
+    """
+    if not isinstance(error, StreamError):
+        return False
+    if error.code is StatusCode.INVALID_ARGUMENT:
         return True
-    # The registration itself refused as invalid: the same one would be again.
-    return error.code is StatusCode.INVALID_ARGUMENT and not answered
-
-
-def _answered(sessions: list[AgentSession]) -> bool:
-    """Whether the control plane answered anything on the round's session."""
-    return any(session.received > 0 for session in sessions)
-
-
-async def _unless_stopped(stopped: asyncio.Event, work: Awaitable[T]) -> tuple[bool, T | None]:
-    """Run `work` unless `stopped` is set first (then cancel it): (done, its result)."""
-    task = asyncio.ensure_future(work)
-    stopping = asyncio.ensure_future(stopped.wait())
-    try:
-        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopping.cancel()
-        if not task.done():
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    if task.cancelled():
-        return False, None
-    return True, task.result()
+    return error.code is StatusCode.RESOURCE_EXHAUSTED and error.details != TOO_MANY_WAITING
 
 
 async def _register(
@@ -286,6 +337,98 @@ async def _register(
     await session.send(value)
 
 
+#: Seconds between two looks at whether the control plane answered yet.
+_ANSWER_POLL: Final = 0.1
+
+
+async def _answered(session: AgentSession, call: _ClientCall) -> None:
+    """Return once the control plane sent a value the agent reads, or the call is over.
+
+    A look every `_ANSWER_POLL` seconds, before the first answer only: a
+    value is what counts (a plain HTTP body read as a message is none).
+    """
+    while session.received == 0 and not call.done():
+        await asyncio.sleep(_ANSWER_POLL)
+
+
+async def _serve_round(
+    session: AgentSession,
+    call: _ClientCall,
+    registration: Callable[[], Registration | Awaitable[Registration]],
+    serve: Callable[[AgentSession], Awaitable[None]],
+    stopped: asyncio.Event,
+    first_answer_timeout: float | None,
+) -> None:
+    """Register and serve one round, until the call ends or `stopped` is set.
+
+    Returns when stopped (the caller's `connect` then leaves cleanly, or
+    nothing was registered and the call is cancelled); raises what ended
+    the call, and a DEADLINE_EXCEEDED `StreamError` when nothing came
+    back within `first_answer_timeout` seconds of connecting.
+    """
+    registered = False
+
+    async def work() -> None:
+        nonlocal registered
+        await _register(session, registration)
+        registered = True
+        session.start_reading()  # what arrives counts as an answer, whoever reads it
+        await serve(session)
+
+    task = asyncio.ensure_future(work())
+    stopping = asyncio.ensure_future(stopped.wait())
+    # The first answer, watched only when it has a deadline.
+    heard: asyncio.Future[None] | None = None
+    deadline = 0.0
+    if first_answer_timeout is not None:
+        heard = asyncio.ensure_future(_answered(session, call))
+        deadline = asyncio.get_running_loop().time() + first_answer_timeout
+    timed_out = False
+    try:
+        while not (task.done() or stopping.done()):
+            waiting: set[asyncio.Future[Any]] = {task, stopping}
+            timeout = None
+            if heard is not None and not heard.done():
+                waiting.add(heard)
+                timeout = max(deadline - asyncio.get_running_loop().time(), 0.0)
+            done, _ = await asyncio.wait(
+                waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+            )
+            if not done:
+                timed_out = True
+                break
+    finally:
+        for watcher in (stopping, heard):
+            if watcher is not None:
+                watcher.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if not task.cancelled():
+        task.result()  # its error, if any, ends the round
+        return
+    if registered and not timed_out:
+        return  # stopped: left cleanly by the caller's `connect`
+    # Nothing registered (nothing to leave), or nothing heard: no waiting for the plane.
+    session._abandon()
+    if timed_out:
+        raise StreamError(
+            f"no answer from the control plane within {first_answer_timeout:g} s",
+            code=StatusCode.DEADLINE_EXCEEDED,
+        )
+
+
+async def _carries_on(hook: RefusalHook | None, error: StreamError) -> bool:
+    """Whether the agent connects again after a refusal of its own message."""
+    if hook is None:
+        return True
+    verdict = hook(error)
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    return bool(verdict)
+
+
 async def keep_connected(
     target: str | Sequence[str],
     registration: Callable[[], Registration | Awaitable[Registration]],
@@ -293,6 +436,8 @@ async def keep_connected(
     *,
     stop: asyncio.Event | None = None,
     backoff: Backoff = Backoff(),
+    first_answer_timeout: float | None = FIRST_ANSWER_TIMEOUT,
+    on_refused: RefusalHook | None = None,
     give_up_unauthenticated: bool = False,
     meter_provider: Any = None,
     **connect_options: Any,
@@ -304,8 +449,11 @@ async def keep_connected(
     `serve(session)` (typically `async for command in session: ...`). When
     the call ends, however it ends (a bad message under
     `on_bad_message="end"` included), the agent waits a `backoff` delay and
-    connects again; the delays start over after a round in which the control
-    plane answered.
+    connects again. The delays grow from round to round, and start over
+    only after a round that lasted: the control plane answered and the call
+    stayed up `backoff.maximum` seconds. Each round's connection is new,
+    paced by `backoff` alone (no connect backoff grpc kept from an earlier
+    round).
 
     Setting `stop` ends the agent at any point, connecting included: `serve`
     is cancelled and the agent leaves gracefully (it half-closes and waits
@@ -314,10 +462,21 @@ async def keep_connected(
 
     `target` is one address ("host:port"), several (a standby control plane's
     too), or a `dns:` name ("dns:cp.example:7070"), which stands for every
-    address it resolves to, looked up again at each pass. A round that ends
-    unreachable, lost, stopping or not serving (UNAVAILABLE), or with a
-    failed handshake, makes the next round try the next address, at once
-    until each was tried, then after the backoff delay.
+    address it resolves to, looked up again at each pass. The next round
+    tries the next address when a round ended unreachable, lost, stopping
+    or not serving (UNAVAILABLE), with a failed handshake, refused
+    (PERMISSION_DENIED), or with any error before the control plane answered
+    anything: an address that answers plain HTTP (a 403, 404 or 500 from an
+    ingress), another gRPC service (UNIMPLEMENTED), or nothing at all within
+    `first_answer_timeout`. Each address of a pass is tried at once; after a
+    whole pass the agent waits the backoff delay.
+
+    A refusal of the agent's own message (INVALID_ARGUMENT, or
+    RESOURCE_EXHAUSTED for a message over a limit) is not retried at once:
+    it is logged at ERROR with the control plane's reason (once per reason,
+    then at INFO), `on_refused(error)` is called, and the agent waits a
+    delay at `backoff.maximum` (less the jitter) before it connects again,
+    with a registration made afresh; `on_refused` returning False gives up.
 
     A failed TLS handshake (`Unauthenticated`) is logged at ERROR once per
     distinct reason (the first 16 reasons; after that at INFO), and retried:
@@ -329,6 +488,14 @@ async def keep_connected(
         serve: serves one round's session.
         stop: set it to return.
         backoff: the delays between rounds.
+        first_answer_timeout: seconds within which, from connecting, the
+            control plane must send something (its Ack, say) or end the
+            call; past it the round ends as DEADLINE_EXCEEDED and the next
+            address is tried. None waits as long as it takes.
+        on_refused: called (a function or a coroutine function) with the
+            `StreamError` of a refusal of the agent's own message; False
+            gives up (this raises the error), True or None connects again
+            after the longest delay. None: always connect again.
         give_up_unauthenticated: raise `Unauthenticated` rather than retry it.
         meter_provider: the OpenTelemetry `MeterProvider` of
             `llmgw.stream.reconnects`; None takes the global one when
@@ -336,66 +503,118 @@ async def keep_connected(
         connect_options: what `connect` takes besides its target.
 
     Raises:
-        PermissionDenied: the control plane refused this agent
+        PermissionDenied: every address of a pass refused this agent
             (PERMISSION_DENIED): credentials that connecting again would
             not change.
-        MessageRejected: the control plane refused the registration itself
-            as invalid (INVALID_ARGUMENT before it answered anything): the
-            same registration would be refused again.
+        MessageRejected: `on_refused` gave up on a registration refused as
+            invalid (and `StreamError` RESOURCE_EXHAUSTED on one over a limit).
         Unauthenticated: with `give_up_unauthenticated`, a failed handshake.
         EncodeError: the registration cannot be sent.
     """
+    if first_answer_timeout is not None and not first_answer_timeout > 0:
+        raise ValueError(f"Expected first_answer_timeout > 0 or None, got {first_answer_timeout!r}")
     tls = connect_options.get("tls")
     targets = Targets(target, check_name=tls is not None and tls.server_name is None)
     metrics = metrics_for(meter_provider)
-    extra_options = list(connect_options.pop("options", ()))
-    logged = FirstLines()
-    attempt = 0
+    connect_options["options"] = [
+        OWN_SUBCHANNEL,
+        *_reconnect_options(backoff),
+        *connect_options.get("options", ()),
+    ]
+    pace = _Pace(backoff, targets, on_refused)
+    loop = asyncio.get_running_loop()
     stopped = stop or asyncio.Event()
     while not stopped.is_set():
-        # The round's session, once connected: whether the plane answered is its count.
-        sessions: list[AgentSession] = []
-        ended: StreamError | DecodeError | None = None
         address, options = await targets.current()
+        started = loop.time()
+        # The round's session, once connected: whether the plane answered is its count
+        # of values (a plain HTTP body read as a message is none).
+        sessions: list[AgentSession] = []
         try:
-            async with connect(
-                address, options=[*options, *extra_options], **connect_options
-            ) as session:
+            async with _connect(
+                address, **{**connect_options, "options": [*options, *connect_options["options"]]}
+            ) as (session, call):
                 sessions.append(session)
-                registered, _ = await _unless_stopped(stopped, _register(session, registration))
-                if not registered:
-                    # Nothing registered, nothing to leave: no waiting for the plane.
-                    session._abandon()
-                else:
-                    await _unless_stopped(stopped, serve(session))
+                await _serve_round(
+                    session, call, registration, serve, stopped, first_answer_timeout
+                )
             logger.info("the call to %s ended", address)
-        except Unauthenticated as exc:
-            ended = exc
-            # Said once at ERROR: the same reason every few seconds says nothing new.
-            level = logging.ERROR if logged.first(exc.reason) else logging.INFO
-            logger.log(level, "cannot authenticate with %s: %s", address, exc.reason)
-            if give_up_unauthenticated:
+            ended: StreamError | DecodeError | None = None
+        except (StreamError, DecodeError, StreamClosed) as exc:
+            if give_up_unauthenticated and isinstance(exc, Unauthenticated):
+                pace.log(address, exc)
                 raise
-        except StreamError as exc:
-            if _gives_up(exc, answered=_answered(sessions)):
-                raise
-            ended = exc
-            logger.warning("the stream to %s ended: %s", address, exc)
-        except DecodeError as exc:
-            ended = exc
-            logger.warning("the stream to %s ended for a bad message: %s", address, exc)
-        except StreamClosed as exc:
-            # The registration met a call the control plane had just ended.
-            logger.warning("the stream to %s ended: %s", address, exc)
+            ended = None if isinstance(exc, StreamClosed) else exc
+            pace.log(address, exc)
         if stopped.is_set():
             break
         metrics.reconnect(reason_of(ended))
-        attempt = 0 if _answered(sessions) else attempt + 1
-        moved = moves_on(ended)
-        if moved:
-            targets.advance()
-        # Each address of a pass is tried at once; a pass that failed whole waits.
-        delay = 0.0 if moved and attempt % len(targets) else backoff.delay(attempt // len(targets))
+        answered = any(session.received > 0 for session in sessions)
+        lasted = answered and loop.time() - started >= backoff.maximum
+        delay = await pace.after(address, ended, answered=answered, lasted=lasted)
         logger.info("connecting to %s in %.1f s", (await targets.current())[0], delay)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stopped.wait(), delay)
+
+
+class _Pace:
+    """How `keep_connected` goes on after a round: which address, how soon, or not at all."""
+
+    def __init__(self, backoff: Backoff, targets: Targets, on_refused: RefusalHook | None) -> None:
+        self._backoff = backoff
+        self._targets = targets
+        self._on_refused = on_refused
+        self._logged = FirstLines()
+        # Delays waited since the last round that lasted.
+        self._streak = 0
+        # The addresses that refused this agent (PERMISSION_DENIED) in a row.
+        self._denied: set[str] = set()
+
+    def log(self, address: str, error: StreamError | DecodeError | StreamClosed) -> None:
+        """Say how the round with `address` ended: once per reason what repeats."""
+        if isinstance(error, Unauthenticated):
+            # Said once at ERROR: the same reason every few seconds says nothing new.
+            level = logging.ERROR if self._logged.first(error.reason) else logging.INFO
+            logger.log(level, "cannot authenticate with %s: %s", address, error.reason)
+        elif own_fault(error):
+            assert isinstance(error, StreamError)
+            level = logging.ERROR if self._logged.first(error.details) else logging.INFO
+            logger.log(
+                level,
+                "the control plane at %s refused the agent's own message (%s): connecting"
+                " again only after the longest delay (%g s); fix what it names",
+                address,
+                error,
+                self._backoff.maximum,
+            )
+        elif isinstance(error, DecodeError):
+            logger.warning("the stream to %s ended for a bad message: %s", address, error)
+        else:
+            # StreamClosed: the registration met a call the control plane had just ended.
+            logger.warning("the stream to %s ended: %s", address, error)
+
+    async def after(
+        self, address: str, ended: StreamError | DecodeError | None, *, answered: bool, lasted: bool
+    ) -> float:
+        """Seconds to wait before the next round (its address chosen); raises to give up."""
+        if isinstance(ended, PermissionDenied):
+            self._denied.add(address)
+            if len(self._denied) >= len(self._targets):
+                raise ended
+        else:
+            self._denied.clear()
+        refused = own_fault(ended)
+        if refused:
+            assert isinstance(ended, StreamError)
+            if not await _carries_on(self._on_refused, ended):
+                raise ended
+        if lasted:
+            self._streak = 0
+        # Each address of a pass is tried at once; a pass that failed whole waits.
+        if moves_on(ended, answered=answered) and not self._targets.advance():
+            return 0.0
+        if refused:
+            return _longest(self._backoff)
+        delay = self._backoff.delay(self._streak)
+        self._streak += 1
+        return delay

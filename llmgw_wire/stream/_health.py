@@ -8,6 +8,13 @@ the control plane says it should not be served (a standby that is not the
 leader); while NOT_SERVING it also refuses new agent streams with
 UNAVAILABLE, so that an agent moves on to its next address.
 
+The service's two messages are built here from grpc's `health.proto`
+(`HEALTH_FILE`, field for field; the tests compare it with the
+grpcio-health-checking package's), in a descriptor pool of their own, and
+served through grpc's generic handlers: the same bytes on the wire as
+grpcio-health-checking's servicer, without its generated code, which
+demands the newest protobuf runtime of its release (7.35.1 for grpcio
+1.84) and would force it on every service that depends on the library.
 Anyone who can connect may ask, before any registration: each `Watch` is
 counted against the server's side calls (`ServerLimits.max_side_calls`, and
 a peer's share of them) and ends after `ServerLimits.side_call_lifetime`,
@@ -22,14 +29,75 @@ from typing import Any, Final
 
 import grpc
 import grpc.aio
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from llmgw_wire.stream._peers import Shares, peer_of_call
 
-__all__ = ["HEALTH_SERVICE", "TOO_MANY_SIDE_CALLS", "Health", "admit_side_call"]
+__all__ = [
+    "HEALTH_FILE",
+    "HEALTH_SERVICE",
+    "TOO_MANY_SIDE_CALLS",
+    "Health",
+    "admit_side_call",
+    "health_messages",
+]
 
 #: The full name of the standard health service.
 HEALTH_SERVICE: Final = "grpc.health.v1.Health"
+
+
+def _health_file() -> descriptor_pb2.FileDescriptorProto:
+    # grpc/health/v1/health.proto of grpc-proto, without its options for other languages.
+    file = descriptor_pb2.FileDescriptorProto(
+        name="grpc/health/v1/health.proto", package="grpc.health.v1", syntax="proto3"
+    )
+    field = descriptor_pb2.FieldDescriptorProto
+    request = file.message_type.add(name="HealthCheckRequest")
+    request.field.add(name="service", number=1, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
+    response = file.message_type.add(name="HealthCheckResponse")
+    response.field.add(
+        name="status",
+        number=1,
+        label=field.LABEL_OPTIONAL,
+        type=field.TYPE_ENUM,
+        type_name=".grpc.health.v1.HealthCheckResponse.ServingStatus",
+    )
+    status = response.enum_type.add(name="ServingStatus")
+    for number, name in enumerate(("UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN")):
+        status.value.add(name=name, number=number)
+    file.message_type.add(name="HealthListRequest")
+    listed = file.message_type.add(name="HealthListResponse")
+    listed.field.add(
+        name="statuses",
+        number=1,
+        label=field.LABEL_REPEATED,
+        type=field.TYPE_MESSAGE,
+        type_name=".grpc.health.v1.HealthListResponse.StatusesEntry",
+    )
+    entry = listed.nested_type.add(name="StatusesEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
+    entry.field.add(
+        name="value",
+        number=2,
+        label=field.LABEL_OPTIONAL,
+        type=field.TYPE_MESSAGE,
+        type_name=".grpc.health.v1.HealthCheckResponse",
+    )
+    service = file.service.add(name="Health")
+    for method, takes, gives in (
+        ("Check", "HealthCheckRequest", "HealthCheckResponse"),
+        ("List", "HealthListRequest", "HealthListResponse"),
+        ("Watch", "HealthCheckRequest", "HealthCheckResponse"),
+    ):
+        service.method.add(
+            name=method,
+            input_type=f".grpc.health.v1.{takes}",
+            output_type=f".grpc.health.v1.{gives}",
+        )
+    service.method[2].server_streaming = True  # Watch
+    return file
+
 
 #: The details of a side call (a health `Watch`, reflection) refused for the
 #: server's budget of them, or its peer's share.
@@ -50,12 +118,38 @@ async def admit_side_call(
         await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, TOO_MANY_SIDE_CALLS[over])
 
 
-_SERVING: Final = health_pb2.HealthCheckResponse.SERVING
-_NOT_SERVING: Final = health_pb2.HealthCheckResponse.NOT_SERVING
-_UNKNOWN: Final = health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+#: grpc's `grpc/health/v1/health.proto`, as a descriptor: what the service
+#: serves, and what server reflection describes it with.
+HEALTH_FILE: Final = _health_file()
 
 
-class Health(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
+def health_messages() -> dict[str, Any]:
+    """The service's message classes by name (`HealthCheckRequest`, ...), in a pool of their own.
+
+    A pool of their own, so that they cannot clash with grpcio-health-checking's
+    generated module, which a service may import too (it registers the same
+    messages in the process's default pool).
+    """
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(HEALTH_FILE)
+    return {
+        message.name: message_factory.GetMessageClass(
+            pool.FindMessageTypeByName(f"grpc.health.v1.{message.name}")
+        )
+        for message in HEALTH_FILE.message_type
+    }
+
+
+_MESSAGES: Final = health_messages()
+_REQUEST: Final = _MESSAGES["HealthCheckRequest"]
+_RESPONSE: Final = _MESSAGES["HealthCheckResponse"]
+_STATUS: Final = _RESPONSE.DESCRIPTOR.enum_types_by_name["ServingStatus"].values_by_name
+_SERVING: Final = _STATUS["SERVING"].number
+_NOT_SERVING: Final = _STATUS["NOT_SERVING"].number
+_UNKNOWN: Final = _STATUS["SERVICE_UNKNOWN"].number
+
+
+class Health:
     """The health statuses of one server: "" (the server) and its services.
 
     grpc's own servicer keeps each `Watch` open until the server ends it,
@@ -86,9 +180,28 @@ class Health(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
 
     def add_to(self, server: grpc.aio.Server) -> None:
         """Serve the health service on `server`."""
-        health_pb2_grpc.add_HealthServicer_to_server(self, server)
+        handlers = {
+            "Check": grpc.unary_unary_rpc_method_handler(
+                self.Check,
+                request_deserializer=_REQUEST.FromString,
+                response_serializer=_RESPONSE.SerializeToString,
+            ),
+            "Watch": grpc.unary_stream_rpc_method_handler(
+                self.Watch,
+                request_deserializer=_REQUEST.FromString,
+                response_serializer=_RESPONSE.SerializeToString,
+            ),
+            "List": grpc.unary_unary_rpc_method_handler(
+                self.List,
+                request_deserializer=_MESSAGES["HealthListRequest"].FromString,
+                response_serializer=_MESSAGES["HealthListResponse"].SerializeToString,
+            ),
+        }
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(HEALTH_SERVICE, handlers),)
+        )
 
-    async def _set(self, status: Any) -> None:
+    async def _set(self, status: int) -> None:
         async with self._changed:
             self._status = dict.fromkeys(self._status, status)
             self._changed.notify_all()
@@ -110,7 +223,14 @@ class Health(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
         status = self._status.get(request.service)
         if status is None:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"no service {request.service!r}")
-        return health_pb2.HealthCheckResponse(status=status)
+        return _RESPONSE(status=status)
+
+    async def List(  # noqa: N802 (the service's method)
+        self, request: Any, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> Any:
+        """The status of every service served, "" (the server) included."""
+        statuses = {name: _RESPONSE(status=status) for name, status in self._status.items()}
+        return _MESSAGES["HealthListResponse"](statuses=statuses)
 
     async def Watch(  # noqa: N802 (the service's method)
         self, request: Any, context: grpc.aio.ServicerContext[Any, Any]
@@ -144,7 +264,7 @@ class Health(health_pb2_grpc.HealthServicer):  # type: ignore[misc]
                 status = self._status.get(service, _UNKNOWN)
             if status != sent:
                 # Written outside the lock: a slow watcher holds up no one else.
-                await context.write(health_pb2.HealthCheckResponse(status=status))
+                await context.write(_RESPONSE(status=status))
                 sent = status
             if self._stopping:
                 return

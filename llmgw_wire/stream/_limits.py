@@ -60,6 +60,16 @@ class ServerLimits:
         connection_age_grace: seconds the calls of a connection that is
             going away for its age keep running (`MaxConnectionAgeGrace`);
             None waits for them.
+        send_timeout: seconds a `ControlSession.send` waits at most, for its
+            turn and for the agent to take the message, unless the send gives
+            its own timeout; None waits as long as it takes. An agent that
+            reads nothing, while its connection still answers pings, stops a
+            send once HTTP/2 flow control has filled its window (a few
+            messages of a MiB); past this, the send raises
+            `asyncio.TimeoutError` and, its message partly written, ends
+            the call (DEADLINE_EXCEEDED). So such an agent holds a session
+            (and its `handle`) at most this long; once the call is ended
+            otherwise (a stop, say), at most one second more.
         accept_compressed: accept compressed messages from agents. False
             refuses them (UNIMPLEMENTED, before anything is decompressed) and
             turns the server's own compression off too: grpc enables an
@@ -78,6 +88,7 @@ class ServerLimits:
     connection_age: float | None = field(default=None, validator=_positive)
     connection_age_grace: float | None = field(default=None, validator=_positive)
     accept_compressed: bool = True
+    send_timeout: float | None = field(default=30.0, validator=_positive)
 
     def server_options(self) -> list[tuple[str, Any]]:
         """The grpc server options that enforce these bounds."""

@@ -18,6 +18,13 @@ __all__ = ["NO_METRICS", "StreamMetrics", "metrics_for", "refusal_of"]
 #: The meter's name: the instrumentation scope of every instrument here.
 METER_NAME: Final = "llmgw_wire.stream"
 
+#: The boundaries, in seconds, advised for `llmgw.stream.registration.duration`:
+#: from a registration on loopback (milliseconds) to one held up by a slow
+#: agent or a busy control plane (tens of seconds; the registration timeout is 30 s).
+REGISTRATION_BOUNDARIES: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+)  # fmt: skip
+
 
 class StreamMetrics:
     """The hooks the stream calls; this base records nothing."""
@@ -62,10 +69,13 @@ class _OpenTelemetry(StreamMetrics):
             unit="{message}",
             description="Messages and calls refused, by reason.",
         )
+        # Advised, so that the SDK's default boundaries (for milliseconds) do not
+        # apply: the histogram reads without a View (opentelemetry-api >= 1.30).
         self._registration = meter.create_histogram(
             "llmgw.stream.registration.duration",
             unit="s",
             description="From the start of an agent's call to its registration reaching handle.",
+            explicit_bucket_boundaries_advisory=list(REGISTRATION_BOUNDARIES),
         )
         self._reconnects = meter.create_counter(
             "llmgw.stream.reconnects",

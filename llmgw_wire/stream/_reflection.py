@@ -6,9 +6,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool
-from grpc_health.v1 import health_pb2
 
-from llmgw_wire.stream._health import admit_side_call
+from llmgw_wire.stream._health import HEALTH_FILE, admit_side_call
 from llmgw_wire.v1.redaction import descriptor_set
 
 if TYPE_CHECKING:
@@ -48,8 +47,8 @@ def serve_reflection(
     pool = descriptor_pool.DescriptorPool()
     for file in descriptor_set().file:
         pool.Add(file)
-    for module in (health_pb2, reflection_pb2):
-        pool.Add(descriptor_pb2.FileDescriptorProto.FromString(module.DESCRIPTOR.serialized_pb))
+    pool.Add(HEALTH_FILE)
+    pool.Add(descriptor_pb2.FileDescriptorProto.FromString(reflection_pb2.DESCRIPTOR.serialized_pb))
 
     class Counted(reflection.aio.ReflectionServicer):  # type: ignore[misc]
         async def ServerReflectionInfo(  # noqa: N802 (the service's method)

@@ -221,6 +221,7 @@ class AgentService:
             max_items=self._max_items,
         )
         session.certificate = certificate
+        session.send_timeout = self._limits.send_timeout
         session._metrics = self._metrics
         session._on_registered = self._waiting.leave
         key = peer_of(session.peer, certificate)
@@ -369,6 +370,12 @@ class AgentService:
         end(RegistrationTimeout(f"no registration within {timeout:g} s"))
 
 
+#: Seconds a send being written (one with a timeout) may still take once its
+#: call has been ended, by a stop or a refusal: an agent that takes messages
+#: takes one in far less.
+SEND_AFTER_END: Final = 1.0
+
+
 class _Handling:
     """`handle` run in the call's own task, and its cancellation when something ends the call."""
 
@@ -408,7 +415,12 @@ class _Handling:
         return uncancel is None or uncancel() == 0
 
     def stop(self, session: ControlSession) -> None:
-        """Cancel `handle`, never in the middle of a send: what was sent arrives whole."""
+        """Cancel `handle`, never in the middle of a send: what was sent arrives whole.
+
+        A send being written gets at most `SEND_AFTER_END` seconds more: an
+        agent that reads nothing must not hold the end of its call.
+        """
+        session._hurry_send(SEND_AFTER_END)
         if self.running and self._stopper is None:
             self._stopper = asyncio.get_running_loop().create_task(self._stop(session))
 
@@ -429,18 +441,27 @@ def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError 
         context.set_trailing_metadata(((REGISTRATION_DEADLINE, "1"),))
 
 
-# How long the end of an agent's messages must stay unexplained by a
-# cancellation before it counts as the agent's half-close (see `_ServerCall.read`).
+# The longest the end of an agent's messages waits to be explained: the
+# bound of the second read that tells a half-close from a cancellation (see
+# `_ServerCall.read`), and all of the wait where that cannot be told.
 HALF_CLOSE_SETTLE: Final = 1.0
 
 LOST: Final = "the agent's call was cancelled, or its connection lost"
 
 
 class _ServerCall:
-    """The server's call, as a session sees it: bytes in, bytes out."""
+    """The server's call, as a session sees it: bytes in, bytes out.
+
+    Made in the call's own task (grpc.aio's, which runs `handle`): grpc
+    cancels that task when the agent cancels its call or its connection is lost.
+    """
 
     def __init__(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
         self._context = context
+        try:
+            self._task = asyncio.current_task()
+        except RuntimeError:  # made outside a loop: no call's task to watch
+            self._task = None
         #: Whether grpc cancelled the call: the agent cancelled it, or its connection was lost.
         self.lost = False
         # The wait of `read` for an end to be explained, while there is one.
@@ -452,31 +473,59 @@ class _ServerCall:
         if self._settling is not None and not self._settling.done():
             self._settling.set_result(None)
 
+    def _cancelled(self) -> bool:
+        """Whether grpc has cancelled the call, though its task may not have seen it yet."""
+        if self.lost or self._context.cancelled():
+            return True
+        cancelling = getattr(self._task, "cancelling", None)  # Python 3.11+
+        return cancelling is not None and cancelling() > 0
+
     async def read(self) -> bytes | None:
         data = await self._context.read()
         if data is grpc.aio.EOF:
             # grpc.aio reads a cancelled call and a half-closed one alike as
             # EOF, and makes the cancellation known only later, by cancelling
-            # the call's task (`Server._serve` then calls `mark_lost`); that
-            # can come many loop turns after the EOF. The end counts as the
-            # agent's half-close only once it has stayed unexplained for a while.
-            if not self.lost:
-                await self._settle()
-            if self.lost or self._context.cancelled():
+            # the call's task (when C-core's "close on server" completes).
+            if not self._cancelled():
+                await self._explained()
+            if self._cancelled():
                 raise PeerUnavailable(LOST)
             return None
         return data  # type: ignore[no-any-return]
 
-    async def _settle(self) -> None:
-        """Wait `HALF_CLOSE_SETTLE` seconds, or until the call is lost (a timer, no task)."""
+    async def _explained(self) -> None:
+        """Wait until an EOF is explained: a second read, answered after any cancellation.
+
+        C-core answers a read after the end of a half-closed call at once,
+        and one of a cancelled call only after the call's "close on server"
+        has completed, which is what cancels the call's task: once the
+        second read is answered, the task's pending cancellation
+        (`Task.cancelling`) says which it was. On Python 3.10, which cannot
+        see a pending cancellation, the end waits `HALF_CLOSE_SETTLE`
+        seconds to be explained instead. Either way, `mark_lost` ends the
+        wait early, and `HALF_CLOSE_SETTLE` bounds it.
+        """
         loop = asyncio.get_running_loop()
         settling = self._settling = loop.create_future()
         timer = loop.call_later(HALF_CLOSE_SETTLE, _set_done, settling)
+        second: asyncio.Future[Any] | None = None
+        if hasattr(self._task, "cancelling"):
+            second = asyncio.ensure_future(self._context.read())
+            second.add_done_callback(lambda _: _set_done(settling))
         try:
             await settling
         finally:
             timer.cancel()
             self._settling = None
+            if second is not None and not second.done():
+                second.cancel()
+            elif second is not None and not second.cancelled():
+                # Whatever it says (EOF, or the error of a call that is over),
+                # the task's cancellation tells: retrieved, not raised.
+                second.exception()
+        # The cancellation rides on the same completion as the read's answer:
+        # let the task that grpc resumes with it run first.
+        await asyncio.sleep(0)
 
     async def write(self, data: bytes) -> None:
         try:

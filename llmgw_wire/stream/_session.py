@@ -35,7 +35,13 @@ from llmgw_wire.domain import (
     State,
     StopCommand,
 )
-from llmgw_wire.errors import DecodeError, StatusCode, StreamClosed, StreamError
+from llmgw_wire.errors import (
+    DecodeError,
+    PeerUnavailable,
+    StatusCode,
+    StreamClosed,
+    StreamError,
+)
 from llmgw_wire.stream._logs import LINE_BUDGET, EscapingFilter, FirstLines, Throttle
 from llmgw_wire.stream._metrics import NO_METRICS, StreamMetrics, refusal_of
 from llmgw_wire.stream._peers import PeerBytes, decode_turns
@@ -84,6 +90,10 @@ DEFAULT_PEER_BYTES: Final = DEFAULT_MAX_SIZE + 1024 * 1024
 # registration does not hold up every other agent's stream; the event
 # loop's slot for them goes to peers in turn (`DecodeTurns`).
 _DECODE_OFF_LOOP_ABOVE = 256 * 1024
+#: How the status details of a call ended for a message, before the
+#: registration, that does not decode begin (INVALID_ARGUMENT); the rest is
+#: the `DecodeError`'s text, which names what was wrong and where.
+UNREADABLE_BEFORE_REGISTRATION: Final = "a message before the registration does not decode"
 #: Before its registration, an agent's message over this many bytes (after
 #: decompression) is decoded only if it is a registration; anything else ends
 #: the call with FAILED_PRECONDITION: a few kB of gzip that inflate to
@@ -192,6 +202,13 @@ class _Session(Generic[S, R]):
         self._end: _End | None = None
         self._reader: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
+        # Whether a message is being written (or was left partly written).
+        self._partly_sent = False
+        # Whether a send timed out with its message partly written: no more can follow.
+        self._cut = False
+        # The `asyncio.Timeout` of the send being written, if it has one.
+        self._writing: Any = None
+        self.send_timeout: float | None = None
         self._warned = FirstLines()
         self._bad_log = Throttle()
         #: Bad messages skipped so far.
@@ -205,14 +222,34 @@ class _Session(Generic[S, R]):
     def __str__(self) -> str:
         return self.peer
 
-    async def send(self, value: S) -> None:
+    async def send(self, value: S, timeout: float | None = None) -> None:
         """Send `value` to the peer, in its envelope.
+
+        A peer that reads nothing stops a send once HTTP/2 flow control has
+        filled its window (a few messages of a MiB): `timeout` bounds how
+        long a send may wait, for its turn (sends go one at a time) and for
+        the peer to take the message.
+
+        Args:
+            value: what to send.
+            timeout: seconds to wait at most; None takes the session's
+                default: on the control plane, `ServerLimits.send_timeout`;
+                on the agent, none (as long as it takes).
 
         Raises:
             EncodeError: a value the wire cannot carry, with its path; nothing is sent.
             StreamError: code RESOURCE_EXHAUSTED, a message over the size
                 limit; nothing is sent, and the session stays usable.
             TypeError: a value this end does not send.
+            asyncio.TimeoutError: the send did not finish within `timeout`
+                (the built-in `TimeoutError` from Python 3.11). If it timed
+                out waiting for its turn, nothing was sent and the session
+                stays usable. If it timed out with the message partly
+                written, which cannot be taken back, the call is ended: on
+                the control plane with DEADLINE_EXCEEDED (`handle` is
+                cancelled, as for any end of the call); on the agent, the
+                call is cancelled and `recv` raises `PeerUnavailable`.
+                Later sends raise `StreamClosed`.
             StreamClosed: this side is closed, or the call is over.
             PeerUnavailable: the connection is gone.
         """
@@ -224,12 +261,71 @@ class _Session(Generic[S, R]):
                 f"{self._max_size}; nothing was sent",
                 code="RESOURCE_EXHAUSTED",
             )
-        async with self._send_lock:
-            await self._write(data)
+        self._check_not_cut()
+        if timeout is None:
+            timeout = self.send_timeout
+        if timeout is None:
+            async with self._send_lock:
+                await self._write(data)
+        else:
+            timer = getattr(asyncio, "timeout", None)  # Python 3.11+: no task of its own
+            started = time.monotonic()
+            try:
+                if timer is None:
+                    await asyncio.wait_for(self._locked_write(data, None), timeout)
+                else:
+                    async with timer(timeout) as deadline:
+                        await self._locked_write(data, deadline)
+            except asyncio.TimeoutError:
+                if self._partly_sent and not self._cut:
+                    self._cut = True
+                    # How long it waited: its timeout, or less once its call was ended.
+                    self._send_timed_out(time.monotonic() - started)
+                raise
         if self._metrics is not NO_METRICS:  # free without a meter provider
             self._metrics.message("sent", self._outbound.member_of(value))
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("sent %s to %s", type(value).__name__, self)
+
+    async def _locked_write(self, data: bytes, deadline: Any) -> None:
+        """Write `data` in its turn; `deadline` (an `asyncio.Timeout`, or None) bounds it."""
+        async with self._send_lock:
+            self._check_not_cut()
+            self._partly_sent = True
+            self._writing = deadline
+            try:
+                await self._write(data)
+            except asyncio.CancelledError:
+                raise  # cut short (the timeout): grpc has the message, and no more fit behind it
+            except BaseException:
+                self._partly_sent = False
+                raise
+            finally:
+                self._writing = None
+            self._partly_sent = False
+
+    def _check_not_cut(self) -> None:
+        if self._cut:
+            raise StreamClosed(
+                f"the call with {self} is over: a send timed out with its message partly written"
+            )
+
+    def _hurry_send(self, within: float) -> None:
+        """Give the send being written, if it has a timeout, at most `within` seconds more."""
+        deadline = self._writing
+        if deadline is None:
+            return
+        when = asyncio.get_running_loop().time() + within
+        if deadline.when() is None or deadline.when() > when:
+            deadline.reschedule(when)
+
+    def _send_timed_out(self, waited: float) -> None:
+        """End the call: a message is partly written, and the peer took nothing for `waited` s."""
+        logger.warning(
+            "a send to %s timed out after %.3g s with its message partly written: the call ends",
+            self,
+            waited,
+        )
 
     async def _write(self, data: bytes) -> None:
         await self._call.write(data)
@@ -545,6 +641,8 @@ class AgentSession(_Session[FromAgent, FromControl]):
 
     Attributes:
         peer: the control plane's address, for messages.
+        send_timeout: the default timeout of `send`, in seconds; None (the
+            default) waits as long as it takes.
     """
 
     _outbound_name = AGENT_MESSAGE
@@ -615,6 +713,18 @@ class AgentSession(_Session[FromAgent, FromControl]):
         await self._stop_reading()
         if not self._client_call.done():
             self._client_call.cancel()
+
+    def _send_timed_out(self, waited: float) -> None:
+        super()._send_timed_out(waited)
+        # grpc.aio reads a call cancelled here as a cancelled read, not as an
+        # end: the session's end is put in the inbox, after what was read.
+        if self._reader is not None:
+            self._reader.cancel()
+        self._inbox.append(
+            _End(PeerUnavailable(f"the control plane took no message for {waited:.3g} s"))
+        )
+        self._wake()
+        self._client_call.cancel()
 
     def _abandon(self) -> None:
         """Cancel the call: nothing to leave cleanly (nothing was registered)."""
@@ -687,8 +797,17 @@ class ControlSession(_Session[FromControl, FromAgent]):
     one registered with INVALID_ARGUMENT, and anything sent before the
     registration with FAILED_PRECONDITION; none of them reaches `handle`.
 
+    A message that does not decode before the registration ends the call at
+    once, under the default policy "skip" too: with INVALID_ARGUMENT, its
+    details `UNREADABLE_BEFORE_REGISTRATION`, a colon and the
+    `DecodeError`'s text (under "end", the `DecodeError`'s text alone, as
+    for any bad message). The agent learns why at once, not from the
+    registration deadline.
+
     Attributes:
         peer: the agent's address, for messages.
+        send_timeout: the default timeout of `send`, in seconds (the
+            server's `ServerLimits.send_timeout`); None waits as long as it takes.
         node_id: the node id of the registration received; None before.
         metadata: the call's metadata (keys in lower case), e.g. a token.
         certificate: the agent's verified client certificate (mutual TLS), else None.
@@ -727,6 +846,8 @@ class ControlSession(_Session[FromControl, FromAgent]):
         # What the registration deadline does once the registration held is decoded.
         self._late: Callable[[], None] | None = None
         self._started = StreamMetrics.now()
+        # Whether the call has been refused (it is ending).
+        self._refused = False
 
     def __str__(self) -> str:
         if self.node_id is None:
@@ -736,6 +857,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
     def _refuse(self, error: StreamError, reason: str) -> None:
         logger.warning("refused %s: %s", self, error)
         self._metrics.refused(reason)
+        self._refused = True
         if self._end_call is not None:
             self._end_call(error)
 
@@ -823,3 +945,25 @@ class ControlSession(_Session[FromControl, FromAgent]):
         await super()._bad_message_ends(error)
         if self._end_call is not None:
             self._end_call(StreamError(str(error), code="INVALID_ARGUMENT"))
+
+    async def _bad_message_skipped(self, data: bytes, error: DecodeError) -> None:
+        # Before the registration, a message that cannot be read ends the call
+        # at once, under "skip" too: the agent learns why now, not from the
+        # registration deadline, and nothing is served without a registration.
+        # A `DecodeError`'s text shows no secret's value.
+        if self.node_id is not None or self._refused or self._end_call is None:
+            return
+        details = f"{UNREADABLE_BEFORE_REGISTRATION}: {error}"
+        logger.warning("refused %s: %s", self, details)
+        self._refused = True
+        self._end_call(StreamError(details, code="INVALID_ARGUMENT"))
+
+    def _send_timed_out(self, waited: float) -> None:
+        super()._send_timed_out(waited)
+        if self._end_call is not None:
+            self._end_call(
+                StreamError(
+                    f"the agent took no message for {waited:.3g} s: a send timed out",
+                    code="DEADLINE_EXCEEDED",
+                )
+            )

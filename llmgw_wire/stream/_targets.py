@@ -7,7 +7,13 @@ import logging
 import socket
 from typing import TYPE_CHECKING, Any
 
-from llmgw_wire.errors import DecodeError, PeerUnavailable, StreamError, Unauthenticated
+from llmgw_wire.errors import (
+    DecodeError,
+    PeerUnavailable,
+    PermissionDenied,
+    StreamError,
+    Unauthenticated,
+)
 from llmgw_wire.stream._protocol import STOPPING
 
 if TYPE_CHECKING:
@@ -68,11 +74,17 @@ class Targets:
             self._index = 0
         return self._pass[self._index]
 
-    def advance(self) -> None:
-        """Go on to the next address; past the last, the next pass looks names up again."""
+    def advance(self) -> bool:
+        """Go on to the next address; past the last, the next pass looks names up again.
+
+        Returns:
+            Whether the pass is over: every address of it was tried.
+        """
         self._index += 1
         if self._index >= len(self._pass):
             self._pass = []
+            return True
+        return False
 
     async def _expand(self, name: str) -> list[tuple[str, list[tuple[str, Any]]]]:
         if not name.startswith("dns:"):
@@ -98,13 +110,20 @@ class Targets:
         return [(address, options) for address in addresses]
 
 
-def moves_on(error: BaseException | None) -> bool:
+def moves_on(error: BaseException | None, *, answered: bool) -> bool:
     """Whether a round that ended with `error` goes on to the next address.
 
-    Unreachable, lost, stopping or not serving (UNAVAILABLE), and a failed
-    handshake, do; a call the control plane ended otherwise does not.
+    Unreachable, lost, stopping or not serving (UNAVAILABLE), a failed
+    handshake and a refusal of this agent (PERMISSION_DENIED) do, and so
+    does any error before the control plane `answered` anything: what
+    answered may be no control plane at all (an HTTP server's 403, 404 or
+    500 read as a status, another gRPC service's UNIMPLEMENTED, or silence
+    past the first-answer deadline). A call a control plane that answered
+    ended otherwise (OK, FAILED_PRECONDITION, ...) stays with its address.
     """
-    return isinstance(error, (PeerUnavailable, Unauthenticated))
+    if isinstance(error, (PeerUnavailable, Unauthenticated, PermissionDenied)):
+        return True
+    return isinstance(error, StreamError) and not answered
 
 
 def reason_of(error: BaseException | None) -> str:

@@ -2,13 +2,27 @@
 
 Settings made from files follow the files: the control plane reads them
 again at the next handshake after they changed, an agent at its next
-connection, so that certificates rotate without a restart.
+connection, so that certificates rotate without a restart. The files are
+read as the shard store reads its own: regular files only (a link is
+followed, but only into one), at most 1 MiB, opened without waiting and
+checked before a byte is read, so that a FIFO or a link to /dev/zero is
+refused rather than waited on or read to the end. What goes wrong with a
+file is logged once per change, not at each handshake; a control plane
+checks new files before grpc gets them, and a pair it cannot serve (a new
+certificate with the old key) is a warning that names the certificate
+still served.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import logging
+import os
 import re
+import ssl
+import stat
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,33 +32,169 @@ from attrs import field, frozen
 from llmgw_wire.errors import Redacted, StreamError, Unauthenticated
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Collection, Iterator, Mapping, Sequence
 
 __all__ = ["ClientTLS", "PeerCertificate", "ServerTLS", "node_ids_of", "status_error"]
 
 logger = logging.getLogger("llmgw_wire.stream")
 
 
+#: The largest certificate, key or CA file read, in bytes: a system's whole CA
+#: bundle is about 220 kB, a certificate chain a few kB.
+_MAX_FILE_BYTES = 1 << 20
+# Links are followed (a Kubernetes secret volume is made of them), but only
+# into a regular file: O_NONBLOCK so that opening a FIFO does not wait for a
+# writer, then fstat before reading anything.
+_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+Stamp = tuple[int, int, int]
+
+
+class _NotReadError(ValueError):
+    """A TLS file refused before being read: not a regular file, or too large."""
+
+
+def _stamp(info: os.stat_result) -> Stamp:
+    return (info.st_mtime_ns, info.st_size, info.st_ino)
+
+
+def _check(path: Path, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
+        raise _NotReadError(
+            f"{path} is not a regular file ({kind}); TLS files are read only from those"
+        )
+    if info.st_size > _MAX_FILE_BYTES:
+        raise _NotReadError(
+            f"{path} is larger than the {_MAX_FILE_BYTES} bytes a TLS file may hold "
+            f"({info.st_size} bytes)"
+        )
+
+
+def _read_regular(path: Path) -> tuple[bytes, Stamp]:
+    """The bytes of the regular file at `path` (a link followed), bounded, and its stamp.
+
+    Raises:
+        OSError: the file system refused (no such file, permissions).
+        ValueError: it is not a regular file, or larger than `_MAX_FILE_BYTES`.
+    """
+    # The path first, so that a device or FIFO is refused without being opened;
+    # then the descriptor, for what is actually read.
+    _check(path, path.stat())
+    fd = os.open(path, _OPEN)
+    try:
+        info = os.fstat(fd)
+        _check(path, info)
+        chunks, size = [], 0
+        while size <= _MAX_FILE_BYTES:
+            chunk = os.read(fd, _MAX_FILE_BYTES + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > _MAX_FILE_BYTES:
+            raise _NotReadError(
+                f"{path} is larger than the {_MAX_FILE_BYTES} bytes a TLS file may hold"
+            )
+        return b"".join(chunks), _stamp(info)
+    finally:
+        os.close(fd)
+
+
+def _os_reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+class _Followed:
+    """A PEM file followed: what was last read from it, and whether it can be read now.
+
+    A file that cannot be read again (missing between a delete and a rename,
+    a FIFO, too large) keeps what was read before; that is logged once per
+    change of what is wrong, with the count of attempts when it changes,
+    not at every handshake.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pem, self.stamp = _read_regular(path)
+        self._lock = threading.Lock()
+        self._trouble: str | None = None
+        self._attempts = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Settings are pickled (to a worker process, say), the lock is not.
+        return {k: v for k, v in self.__dict__.items() if k != "_lock"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def current(self) -> bytes:
+        """What the file holds now, read again if it changed; what was read, if it cannot be."""
+        with self._lock:
+            try:
+                if _stamp(self.path.stat()) == self.stamp:
+                    self._readable()
+                    return self.pem
+                pem, stamp = _read_regular(self.path)
+            except (OSError, ValueError) as exc:
+                self._unreadable(str(exc) if isinstance(exc, _NotReadError) else _os_reason(exc))
+                return self.pem
+            self._readable()
+            self.pem, self.stamp = pem, stamp
+            logger.info("read %s again: it changed", self.path)
+            return pem
+
+    def _unreadable(self, trouble: str) -> None:
+        if trouble == self._trouble:
+            self._attempts += 1
+            return
+        before = (
+            f", after {self._attempts} attempts that found: {self._trouble}"
+            if self._trouble is not None
+            else ""
+        )
+        self._trouble, self._attempts = trouble, 1
+        logger.warning(
+            "cannot read %s again, keeping what was read before (said again only when "
+            "this changes): %s%s",
+            self.path,
+            trouble,
+            before,
+        )
+
+    def _readable(self) -> None:
+        if self._trouble is not None:
+            logger.warning(
+                "%s can be read again, after %d attempts that found: %s",
+                self.path,
+                self._attempts,
+                self._trouble,
+            )
+            self._trouble, self._attempts = None, 0
+
+
 class _FromFile(bytes):
-    """PEM bytes read from a file: they remember the file, and how it was when read."""
+    """PEM bytes read from a file: they remember the file, which goes on being followed."""
 
-    path: Path
-    stamp: tuple[int, int, int]
-
-
-def _read(path: Path) -> _FromFile:
-    stat = path.stat()
-    pem = _FromFile(path.read_bytes())
-    pem.path = path
-    pem.stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-    return pem
+    followed: _Followed
 
 
 def _pem(value: bytes | str | Path | None) -> bytes | None:
     """PEM bytes as given, or read from the file a `Path` or `str` names."""
     if value is None or isinstance(value, bytes):
         return value
-    return _read(Path(value))
+    followed = _Followed(Path(value))
+    pem = _FromFile(followed.pem)
+    pem.followed = followed
+    return pem
 
 
 def _plain(value: bytes | None) -> bytes | None:
@@ -53,20 +203,59 @@ def _plain(value: bytes | None) -> bytes | None:
 
 
 def _fresh(value: bytes | None) -> bytes | None:
-    """`value`, or its file's new contents if the file changed since it was read."""
+    """`value`, or what its file holds now if it changed since it was read."""
     if not isinstance(value, _FromFile):
         return value
+    return value.followed.current()
+
+
+_PEM_CERTIFICATE = re.compile(rb"-----BEGIN CERTIFICATE-----[^-]*-----END CERTIFICATE-----")
+
+
+def _fingerprint(chain: bytes) -> str:
+    """The SHA-256 fingerprint of the first certificate of `chain`, as openssl writes it."""
+    first = _PEM_CERTIFICATE.search(chain)
+    if first is None:
+        return "unknown"
     try:
-        stat = value.path.stat()
-        if (stat.st_mtime_ns, stat.st_size, stat.st_ino) == value.stamp:
-            return value
-        fresh = _read(value.path)
+        der = ssl.PEM_cert_to_DER_cert(first.group().decode("ascii"))
+    except ValueError:
+        return "unknown"
+    return ":".join(f"{byte:02X}" for byte in hashlib.sha256(der).digest())
+
+
+@contextlib.contextmanager
+def _memory_file(data: bytes) -> Iterator[str]:
+    """A path to `data` in memory, for `ssl`'s loaders, which read only from paths."""
+    fd = os.memfd_create("llmgw-tls", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        yield f"/proc/self/fd/{fd}"
+    finally:
+        os.close(fd)
+
+
+def _refusal(key: bytes | None, chain: bytes | None, ca: bytes | None) -> str | None:
+    """Why a TLS library refuses these as a server's certificate, key and client CA; None if not.
+
+    Checked with Python's `ssl` (OpenSSL) before grpc gets them: grpc refuses
+    such a configuration too, but says so only on its own stderr and serves
+    on with the one it had. Where the key and certificate cannot be put in
+    memory files (no `memfd_create`, no /proc), only the CA is checked.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        if ca is not None:
+            context.load_verify_locations(cadata=ca.decode("latin-1"))
+        if hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd"):
+            with _memory_file(chain or b"") as chain_path, _memory_file(key or b"") as key_path:
+                # An empty password: an encrypted key is refused, never prompted for.
+                context.load_cert_chain(chain_path, key_path, password=b"")
+    except ssl.SSLError as exc:
+        return re.sub(r" \(_ssl\.c:\d+\)$", "", str(exc.args[-1]))
     except OSError as exc:
-        # Between a delete and a rename, say: what was read still serves.
-        logger.warning("cannot read %s again, keeping what was read: %s", value.path, exc)
-        return value
-    logger.info("read %s again: it changed", value.path)
-    return fresh
+        return f"cannot check them: {exc.strerror}"
+    return None
 
 
 def _no_secret(_value: object) -> str:
@@ -83,9 +272,10 @@ def _short(value: bytes | None) -> str:
 class ServerTLS:
     """The control plane's TLS: its certificate and key; with `client_ca`, mutual TLS.
 
-    Each of the three is PEM bytes, or the path of a PEM file. With
-    `client_ca`, every agent must present a certificate signed by it, and the
-    handshake refuses one that does not.
+    Each of the three is PEM bytes, or the path of a PEM file (a regular
+    file of at most 1 MiB, else `ValueError`), followed at each handshake.
+    With `client_ca`, every agent must present a certificate signed by it,
+    and the handshake refuses one that does not.
 
     Attributes:
         certificate_chain: the server's certificate (and intermediates).
@@ -112,28 +302,66 @@ class ServerTLS:
                 require_client_auth=self.client_ca is not None,
             )
 
-        def configuration() -> Any:
-            key, chain, ca = map(_plain, files)
+        def configuration(key: bytes | None, chain: bytes | None, ca: bytes | None) -> Any:
+            key, chain, ca = map(_plain, (key, chain, ca))
             return grpc.ssl_server_certificate_configuration([(key, chain)], root_certificates=ca)
+
+        served, refused = list(files), list(files)
+        lock = threading.Lock()
 
         def fetch() -> Any:
             # grpc asks before each handshake: None keeps the configuration it has.
-            fresh = [_fresh(pem) for pem in files]
-            if all(new is old for new, old in zip(fresh, files, strict=True)):
-                return None
-            files[:] = fresh
-            return configuration()
+            with lock:
+                fresh = [_fresh(pem) for pem in files]
+                if fresh in (served, refused):
+                    return None
+                problem = _refusal(*fresh)
+                if problem is not None:
+                    # grpc would refuse it too, and go on serving what it has,
+                    # with nothing said but on its own stderr.
+                    refused[:] = fresh
+                    logger.warning(
+                        "not serving the TLS files as they are now (%s): %s; still serving "
+                        "the certificate read before, of SHA-256 fingerprint %s (replace "
+                        "the key and its certificate together, the key first)",
+                        _names(self),
+                        problem,
+                        _fingerprint(served[1] or b""),
+                    )
+                    return None
+                served[:] = fresh
+                logger.info(
+                    "serving the certificate of SHA-256 fingerprint %s (%s)",
+                    _fingerprint(fresh[1] or b""),
+                    _names(self),
+                )
+                return configuration(*fresh)
 
         return grpc.dynamic_ssl_server_credentials(
-            configuration(), fetch, require_client_authentication=self.client_ca is not None
+            configuration(*files), fetch, require_client_authentication=self.client_ca is not None
         )
+
+
+def _names(tls: ServerTLS) -> str:
+    """The files of `tls`, named for a log line."""
+    roles = (
+        ("certificate", tls.certificate_chain),
+        ("key", tls.private_key),
+        ("client CA", tls.client_ca),
+    )
+    return ", ".join(
+        f"{role} {pem.followed.path}" if isinstance(pem, _FromFile) else f"{role} given as bytes"
+        for role, pem in roles
+        if pem is not None
+    )
 
 
 @frozen
 class ClientTLS:
     """The agent's TLS: the CA it trusts and, for mutual TLS, its own certificate and key.
 
-    Each is PEM bytes, or the path of a PEM file.
+    Each is PEM bytes, or the path of a PEM file (a regular file of at most
+    1 MiB, else `ValueError`), read again at each connection if it changed.
 
     Attributes:
         ca: the CA that signs the control plane's certificate; None trusts

@@ -23,22 +23,29 @@ message `w` with known states:
 * `encoded_decodes_equal`: every value `encode` accepts, extremes included
   (`strategies.extreme_values`), `decode` gives back equal; what `encode`
   refuses it refuses with an `EncodeError`, never a wrapped value.
+
+A law that does not hold says where the two values it compared first differ:
+the path of the attribute, item or key, and the two values there, a secret
+shown only by its type.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
 import cattrs
 from attrs import frozen
 from hypothesis.strategies import SearchStrategy
 
 from llmgw_wire.codec import decode, encode, wire_class
+from llmgw_wire.codec.classes import betterproto2_classes
 from llmgw_wire.domain import Registration, State
-from llmgw_wire.errors import EncodeError
-from llmgw_wire.mapping import MODELS_WITH_MESSAGE, STATE_MODELS
+from llmgw_wire.errors import EncodeError, Redacted
+from llmgw_wire.mapping import MODELS_WITH_MESSAGE, SECRET_FIELDS, STATE_MODELS, is_secret
 from llmgw_wire.testing import strategies as lst
 
 __all__ = ["LAWS", "MODELS", "Law", "law_named", "model_named", "redacted"]
@@ -78,14 +85,132 @@ def redacted(value: Any) -> Any:
     return value
 
 
+#: The most characters of a value a failure shows.
+_LONGEST_SHOWN = 300
+
+
+@frozen
+class _Difference:
+    """Where two values first differ, and what each holds there.
+
+    Attributes:
+        path: where, from the values compared: `$.spec.pool`, `$.gpus[2]`,
+            `$.labels['zone']`; `$` for the values themselves.
+        got: what the first holds there (a `Redacted` stand-in for a secret).
+        want: what the second holds there (likewise).
+    """
+
+    path: str
+    got: object
+    want: object
+
+
+_MISSING = object()
+
+
+def _shown(value: object) -> str:
+    if value is _MISSING:
+        return "(nothing)"
+    text = repr(value)
+    return text if len(text) <= _LONGEST_SHOWN else text[: _LONGEST_SHOWN - 3] + "..."
+
+
+def _secret_field(value: object, name: str) -> bool:
+    """Whether the attribute or field `name` of `value` (a model or a wire message) is secret."""
+    cls = type(value)
+    if attrs.has(cls):
+        return is_secret(cls, name)
+    return f"{_WIRE_NAMES.get(cls)}.{name}" in SECRET_FIELDS
+
+
+_WIRE_NAMES: dict[type, str] = {cls: name for name, cls in betterproto2_classes().items()}
+
+
+def _fields(value: object) -> list[str] | None:
+    """The fields of a model or a wire message, in order; None for any other value."""
+    cls = type(value)
+    if attrs.has(cls):
+        return [field.name for field in attrs.fields(cls)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [field.name for field in dataclasses.fields(value)]
+    return None
+
+
+def _difference(got: object, want: object, path: str = "$") -> _Difference | None:
+    """Where `got` and `want` first differ, walking models, wire messages, sequences and maps.
+
+    None when the walk finds no difference (the two may still differ, in a
+    way the walk does not read: unknown fields of a wire message).
+    """
+    if type(got) is not type(want):
+        return _Difference(path, got, want)
+    if _fields(got) is not None:
+        return _in_fields(got, want, path)
+    # Of one type, so each test holds for `want` as for `got`.
+    sequences = (list, tuple, bytes, bytearray)
+    if isinstance(got, sequences) and isinstance(want, sequences):
+        return _in_items(got, want, path)
+    if isinstance(got, Mapping) and isinstance(want, Mapping):
+        return _in_map(got, want, path)
+    return None if got == want else _Difference(path, got, want)
+
+
+def _in_fields(got: object, want: object, path: str) -> _Difference | None:
+    for name in _fields(got) or ():
+        a, b = getattr(got, name), getattr(want, name)
+        found = _difference(a, b, f"{path}.{name}")
+        if found is not None and _secret_field(got, name):
+            # Nothing of a secret is shown, not even where in it the two differ.
+            hidden = Redacted(type(a).__name__), Redacted(type(b).__name__)
+            return _Difference(f"{path}.{name}", *hidden)
+        if found is not None:
+            return found
+    return None
+
+
+def _in_items(got: Sequence[object], want: Sequence[object], path: str) -> _Difference | None:
+    for i, (a, b) in enumerate(zip(got, want, strict=False)):
+        found = _difference(a, b, f"{path}[{i}]")
+        if found is not None:
+            return found
+    if len(got) == len(want):
+        return None
+    n = min(len(got), len(want))
+    return _Difference(
+        f"{path}[{n}]",
+        got[n] if n < len(got) else _MISSING,
+        want[n] if n < len(want) else _MISSING,
+    )
+
+
+def _in_map(
+    got: Mapping[object, object], want: Mapping[object, object], path: str
+) -> _Difference | None:
+    for key in [*got, *(k for k in want if k not in got)]:
+        found = _difference(got.get(key, _MISSING), want.get(key, _MISSING), f"{path}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
+
 def _expect(ok: bool, what: str, got: object, want: object) -> None:
-    if not ok:
-        raise AssertionError(f"{what}:\n  got:  {redacted(got)!r}\n  want: {redacted(want)!r}")
+    if ok:
+        return
+    found = _difference(got, want)
+    if found is None:
+        # Equal as far as the walk reads: the whole values, as they are.
+        found = _Difference("$", redacted(got), redacted(want))
+    where = "" if found.path == "$" else f" at {found.path}"
+    raise AssertionError(
+        f"{what} differs{where}:\n  got:  {_shown(found.got)}\n  want: {_shown(found.want)}"
+    )
 
 
 def _domain_wire_domain(cls: type, value: Any, conv: cattrs.Converter) -> None:
     wire = conv.unstructure(value)
-    _expect(isinstance(wire, wire_class(cls)), "unstructure gave", type(wire), wire_class(cls))
+    _expect(
+        isinstance(wire, wire_class(cls)), "the type unstructure gave", type(wire), wire_class(cls)
+    )
     back: object = conv.structure(wire, cls)
     _expect(back == value, "structure(unstructure(d))", back, value)
 

@@ -1,8 +1,8 @@
 """The pytest plugin: the laws of the mapping, run in a dependent's own pytest.
 
 pytest loads it by itself wherever llmgw-wire is installed (entry point
-`pytest11`, name `llmgw_wire`); it needs the `testing` extra (hypothesis),
-and without it does nothing. `-p no:llmgw_wire` turns it off. Loading it
+`pytest11`, name `llmgw_wire`); its laws need the `testing` extra
+(hypothesis), and without it do nothing. `-p no:llmgw_wire` turns it off. Loading it
 imports neither hypothesis nor the strategies, so a run pays for them only
 when a test uses them (`st.from_type` of the library's types draws its
 strategies without the plugin: hypothesis registers them itself, see
@@ -18,7 +18,10 @@ strategies without the plugin: hypothesis registers them itself, see
   a function returning one, as `llmgw-wire fuzz --converter` takes);
 * **`check_laws(value, converter)`**: every law that takes a domain value,
   for one value of the project's own (from its fixtures, or its own
-  strategy under `@given`).
+  strategy under `@given`);
+* the fixture **`llmgw_wire_stream`**: the project's control plane (or its
+  agent) over real streams on loopback (`llmgw_wire.testing.stream`; needs
+  no extra): `docs/guides/testing-a-service.md`.
 
 A project checks its converter with one test::
 
@@ -49,14 +52,14 @@ if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
     from llmgw_wire.testing.laws import Law
+    from llmgw_wire.testing.stream import StreamHarness
 
 __all__ = [
     "LawCase",
     "check_laws",
     "law_cases",
     "llmgw_wire_converter",
-    "pytest_addoption",
-    "pytest_generate_tests",
+    "llmgw_wire_stream",
 ]
 
 _OPTION = "--llmgw-wire-converter"
@@ -200,3 +203,17 @@ def llmgw_wire_converter(request: pytest.FixtureRequest) -> cattrs.Converter:
     from llmgw_wire.codec import converter
 
     return converter
+
+
+@pytest.fixture
+def llmgw_wire_stream() -> StreamHarness:
+    """Real streams on loopback for the project's own tests (`llmgw_wire.testing.stream`).
+
+    `serve(plane)` serves the project's control plane to agents the test
+    connects; `control_plane()` serves one the test drives, for the
+    project's agent; `run(main)` runs the test's coroutine, bounded, and
+    fails if it left a task running. Needs no extra.
+    """
+    from llmgw_wire.testing.stream import StreamHarness
+
+    return StreamHarness()

@@ -447,14 +447,3 @@ def test_what_an_array_or_object_holds_is_never_shown() -> None:
     with pytest.raises(JSONError) as caught:
         wire_json.decode('{"hcas": {"api_key": "sk-llmgw-demo-0000"}}', ShardSpec)
     assert str(caught.value) == "Invalid `ShardSpec`: expected `array`, got an object - at `$.hcas`"
-
-
-def test_to_json_and_from_json_are_deprecated_names_of_encode_and_decode() -> None:
-    from llmgw_wire.codec import json as wire_json
-
-    spec = ShardSpec(shard_id="s0")
-    with pytest.warns(DeprecationWarning, match="use llmgw_wire.codec.json.encode"):
-        text = wire_json.to_json(spec)
-    assert text == wire_json.encode(spec)
-    with pytest.warns(DeprecationWarning, match="use llmgw_wire.codec.json.decode"):
-        assert wire_json.from_json(text, ShardSpec) == wire_json.decode(text, ShardSpec) == spec

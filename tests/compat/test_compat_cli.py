@@ -300,7 +300,7 @@ def test_buf_yaml_except_and_ignore_are_honoured(
     assert [line.split(": ")[1] for line in out.splitlines()] == [
         "FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED"
     ]
-    assert err.endswith("(WIRE_JSON): 1 breaking change\n")
+    assert err.endswith("(WIRE_JSON; config buf.yaml): 1 breaking change\n")
     # Without the file, all three are reported.
     assert main(["compat", "new", "--against", "old", "--config", str(pair / "none.toml")]) == 2
     assert "cannot read" in capsys.readouterr().err
@@ -320,7 +320,7 @@ def test_pyproject_holds_the_same_keys(pair: Path, capsys: pytest.CaptureFixture
         'ignore_only = { FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED = ["new/t.proto"] }\n'
     )
     assert main(["compat", "new", "--against", "old"]) == 0
-    assert capsys.readouterr().err.endswith("(WIRE): compatible\n")
+    assert capsys.readouterr().err.endswith("(WIRE; config pyproject.toml): compatible\n")
     config = compat.load_config(pair / "pyproject.toml", pair / "new")
     assert config.ignore_only == {"FIELD_NO_DELETE_UNLESS_NUMBER_RESERVED": ("t.proto",)}
     assert config.rules("WIRE_JSON") == sorted(r for r, c in compat.RULES.items() if "WIRE" in c)
@@ -352,7 +352,7 @@ def test_a_v1_buf_yaml_in_the_module_is_read_too(
         "version: v1\nbreaking:\n  use: [WIRE]\n  ignore: [t.proto]\n"
     )
     assert main(["compat", "new", "--against", "old"]) == 0
-    assert capsys.readouterr().err.endswith("(WIRE): compatible\n")
+    assert capsys.readouterr().err.endswith("(WIRE; config new/buf.yaml): compatible\n")
 
 
 def test_category_on_the_command_line_wins_over_use(
@@ -459,3 +459,22 @@ def test_compiling_changes_nothing_of_the_interpreter(tmp_path: Path) -> None:
         "assert 'grpc_tools.protoc' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, timeout=60)
+
+
+def test_the_shipped_mapping_against_its_baseline_says_nothing_was_removed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A command's ids, pool, fabric and fingerprint are read from its spec since
+    # 1.0.0's description: the same wire fields, one model down, not gone.
+    pytest.importorskip("grpc_tools")
+    monkeypatch.chdir(REPO)
+    assert main(["compat", "--mapping", "--against", "1.0.0"]) == 0
+    notices = capsys.readouterr().err.splitlines()[:-1]
+    assert not [line for line in notices if ": removed: " in line]
+    assert (
+        "mapping: ShardCommand.replica_id: moved: now read from ShardCommand.spec.replica_id, "
+        "the same scalar rule from wire field 'replica_id' (string)"
+    ) in notices
+    from llmgw_wire.domain import ShardCommand, ShardSpec
+
+    assert ShardCommand(ShardSpec(replica_id="r-1")).replica_id == "r-1"

@@ -103,6 +103,16 @@ def test_a_link_in_a_tree_is_refused(hostile_repo: Path) -> None:
         compat.from_git(commit, hostile_repo / "proto")
 
 
+def test_a_tree_with_a_name_that_is_not_utf8_is_refused(hostile_repo: Path) -> None:
+    good = blob(hostile_repo, PROTO.encode())
+    proto = git(hostile_repo, "mktree", stdin=f"100644 blob {good}\t".encode() + b"bad\xff.proto\n")
+    commit = commit_tree(hostile_repo, [("040000", "tree", proto, "proto")])
+    (hostile_repo / "proto").mkdir()
+    with pytest.raises(compat.CompatError, match=r"whose name is not UTF-8") as error:
+        compat.from_git(commit, hostile_repo / "proto")
+    assert compat.escape_text(str(error.value)).startswith("proto/bad\\xff.proto at ")
+
+
 # ---------------------------------------------------------------- folders
 
 
@@ -138,6 +148,23 @@ def test_a_huge_proto_is_refused(folder: Path, capsys: pytest.CaptureFixture[str
         big.truncate(MAX_PROTO_BYTES + 1)
     assert main(["compat", "new", "--against", "old"]) == 2
     assert "big.proto is larger than the checker's limit of 4 MiB" in one_error_line(capsys)
+
+
+def test_a_proto_whose_name_is_not_utf8_is_bad_input_in_one_escaped_line(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = os.fsdecode(b"bad\xff\x1b.proto")
+    try:
+        (folder / "new" / name).write_text(PROTO.replace("Gpu", "Cpu"))
+    except OSError:
+        pytest.skip("the file system takes only UTF-8 names")
+    assert main(["compat", "new", "--against", "old"]) == 2
+    line = one_error_line(capsys)
+    assert line.endswith(
+        "new/bad\\xff\\x1b.proto is a .proto file whose name is not UTF-8; "
+        "protobuf names files in UTF-8"
+    )
+    assert line.isascii()
 
 
 def test_a_link_to_a_config_file_is_read_but_a_fifo_is_not(
@@ -295,6 +322,34 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     assert (process.returncode, err) == (141, b"")
 
 
+@pytest.mark.subprocess
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_a_reader_that_leaves_midway_ends_the_command_quietly(
+    tmp_path: Path, unbuffered: str
+) -> None:
+    # A report larger than any pipe holds (over 1 MiB), so that the command is
+    # in the middle of writing it when the reader leaves. With PYTHONUNBUFFERED,
+    # Python's own stdout would drop the rest of a short write without an error.
+    fields = "".join(f"  int32 f{i} = {i};\n" for i in range(1, 6001))
+    for side, kind in (("old", "int32"), ("new", "string")):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "t.proto").write_text(
+            f'syntax = "proto3";\npackage t.v1;\nmessage M {{\n{fields.replace("int32", kind)}}}\n'
+        )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llmgw_wire._cli", "compat", "new", "--against", "old"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": unbuffered},
+    )
+    assert process.stdout is not None
+    assert process.stdout.read(100).startswith(b"new/t.proto:")
+    process.stdout.close()
+    _, err = process.communicate(timeout=60)
+    assert (process.returncode, err) == (141, b"")
+
+
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_a_descriptor_set_must_be_a_regular_file(
     folder: Path, capsys: pytest.CaptureFixture[str]
@@ -312,3 +367,68 @@ def test_junit_stays_valid_xml_whatever_the_names() -> None:
     suite = root.find("testsuite")
     assert suite is not None
     assert suite.get("name") == "a\\x1b[31m\\x00"
+
+
+# ---------------------------------------------------------------- the configuration found
+
+# What another user could leave in a shared folder above someone's schema.
+IGNORE_ALL = "version: v2\nbreaking:\n  ignore: [.]\n"
+
+
+@pytest.fixture
+def shared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder like /tmp, holding a schema outside any git repository, that breaks one field."""
+    work = tmp_path / "shared" / "work"
+    for side, kind in (("old", "int32"), ("new", "string")):
+        (work / side).mkdir(parents=True)
+        (work / side / "gpu.proto").write_text(PROTO.replace("int32", kind))
+    monkeypatch.chdir(work)
+    return tmp_path / "shared"
+
+
+def test_a_configuration_others_may_write_is_not_obeyed(
+    shared: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["compat", "new", "--against", "old"]) == 1
+    assert capsys.readouterr().err.endswith("(WIRE_JSON): 1 breaking change\n")
+    planted = shared / "buf.yaml"
+    planted.write_text(IGNORE_ALL)
+    planted.chmod(0o666)
+    assert main(["compat", "new", "--against", "old"]) == 2
+    line = one_error_line(capsys)
+    assert f"{planted} may be written by any user" in line
+    assert "name the one to use with --config" in line
+    # Named, it is the user's choice; the summary says which file decided.
+    assert main(["compat", "new", "--against", "old", "--config", str(planted)]) == 0
+    assert capsys.readouterr().err.endswith(f"(WIRE_JSON; config {planted}): compatible\n")
+    # The user's own, found by searching: obeyed, and named.
+    planted.chmod(0o644)
+    assert main(["compat", "new", "--against", "old"]) == 0
+    assert capsys.readouterr().err.endswith(f"(WIRE_JSON; config {planted}): compatible\n")
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="giving a file away needs root"
+)
+def test_a_configuration_of_another_user_is_not_obeyed(
+    shared: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    planted = shared / "buf.yaml"
+    planted.write_text(IGNORE_ALL)
+    os.chown(planted, 65534, 65534)
+    assert main(["compat", "new", "--against", "old"]) == 2
+    assert f"{planted} is owned by another user (uid 65534)" in one_error_line(capsys)
+    # A link of another user's, to a file of the user's own, is not obeyed either.
+    mine = shared / "mine.yaml"
+    mine.write_text(IGNORE_ALL)
+    planted.unlink()
+    planted.symlink_to(mine)
+    os.chown(planted, 65534, 65534, follow_symlinks=False)
+    assert main(["compat", "new", "--against", "old"]) == 2
+    assert "is owned by another user (uid 65534)" in one_error_line(capsys)
+    # Inside a git repository its files are the project's, whoever owns the
+    # checkout (a container's root, a CI runner).
+    needs_git()
+    git(shared, "init", "-q")
+    assert main(["compat", "new", "--against", "old"]) == 0
+    assert capsys.readouterr().err.endswith(f"(WIRE_JSON; config {planted}): compatible\n")

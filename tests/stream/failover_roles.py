@@ -6,11 +6,13 @@
                             READY <node> <shard> for each shard reported ready;
                             starts one shard on a node that runs none; on
                             SIGTERM stops gracefully and prints STOPPED
-    agent TARGETS DIR NODE  an agent that stays connected (`keep_connected`) to
+    agent TARGETS DIR NODE [INITIAL,MAXIMUM]
+                            an agent that stays connected (`keep_connected`) to
                             TARGETS, one address or several with commas,
                             keeps its shards' states in DIR, registers with
                             them, and starts what it is told; prints
-                            ACK <adopted> for each Ack and STARTED <shard>
+                            ACK <adopted> for each Ack and STARTED <shard>;
+                            its Backoff is INITIAL,MAXIMUM seconds (0.5,2)
     scenario-plane NAME     a control plane on a free port that, on the first
                             registration, sends Ack, StartShard and StopShard
                             and stops gracefully (NAME graceful), or sends an
@@ -92,7 +94,7 @@ async def control_plane(port: int) -> None:
 PLACEMENT = Compute("cuda", ("cuda:4", "cuda:5", "cuda:6"), 40, 40)
 
 
-async def agent(target: str, directory: str, node_id: str) -> None:
+async def agent(target: str, directory: str, node_id: str, backoff: str = "0.5,2") -> None:
     store = ShardStore(directory)
     node = sample_node()
 
@@ -125,9 +127,8 @@ async def agent(target: str, directory: str, node_id: str) -> None:
             elif isinstance(value, StopCommand):
                 pass
 
-    await keep_connected(
-        target.split(","), registration, serve, backoff=Backoff(initial=0.5, maximum=2.0)
-    )
+    initial, maximum = (float(seconds) for seconds in backoff.split(","))
+    await keep_connected(target.split(","), registration, serve, backoff=Backoff(initial, maximum))
 
 
 CORDONED = "node is cordoned: registration refused by the control plane"

@@ -153,6 +153,39 @@ def test_agents_come_back_to_a_new_control_plane_with_compute_intact(
         assert agent.expect("ACK") == ["1"]  # the new one adopted the shard
 
 
+# An outage longer than grpc's own connect backoff grows to (1 s, x1.6, up to
+# 120 s: tries near 26 s and 43 s): agents paced by grpc would come back 10-17 s
+# after the control plane, agents paced by their Backoff within 2 x 1 s + 1 s.
+OUTAGE = 30.0
+PACE = "0.2,1.0"
+# Generous for a busy machine, and still well short of grpc's pace.
+COME_BACK_WITHIN = 8.0
+
+
+@pytest.mark.slow
+def test_agents_come_back_at_their_own_pace_after_a_long_outage(
+    roles: list[Role], tmp_path: Path
+) -> None:
+    first = start(roles, "control-plane", "0")
+    (port,) = first.expect("LISTENING")
+    for index in range(2):
+        store = tmp_path / f"agent-{index}"
+        store.mkdir()
+        start(roles, "agent", f"127.0.0.1:{port}", str(store), f"node-{index}", PACE)
+    registrations(first, 2)
+    first.process.send_signal(signal.SIGKILL)
+    first.process.wait(WAIT)
+    time.sleep(OUTAGE)  # the agents keep trying all along
+
+    second = start(roles, "control-plane", port)
+    assert second.expect("LISTENING") == [port]
+    back = time.monotonic()
+    assert sorted(registrations(second, 2)) == ["node-0", "node-1"]
+    took = time.monotonic() - back
+    print(f"both agents registered {took:.1f} s after the control plane listened again")
+    assert took < COME_BACK_WITHIN
+
+
 def test_a_message_over_the_limit_is_refused_before_it_is_buffered(roles: list[Role]) -> None:
     import asyncio
 

@@ -27,7 +27,10 @@ from llmgw_wire.stream import (
     connect,
     keep_connected,
 )
+from llmgw_wire.stream._agent import _Pace, own_fault
 from llmgw_wire.stream._logs import BAD_MESSAGE_LOG_INTERVAL
+from llmgw_wire.stream._protocol import TOO_MANY_WAITING
+from llmgw_wire.stream._targets import Targets
 from llmgw_wire.testing.sample import sample_registration
 from llmgw_wire.v1 import ControlMessage, StartShard
 from tests.stream.test_stream import WAIT, Recording, as_node, raw_agent, serving, target
@@ -285,7 +288,6 @@ def test_a_start_shard_the_agent_cannot_decode_is_reported_failed() -> None:
     ("code", "give_up"),
     [
         ("PERMISSION_DENIED", False),
-        ("INVALID_ARGUMENT", False),
         # Retried by default (a rotated certificate may fix it); given up when asked.
         ("UNAUTHENTICATED", True),
     ],
@@ -422,6 +424,8 @@ def test_a_flood_of_bad_messages_is_a_few_lines_with_a_count(
     async def main() -> None:
         plane = Recording(control_plane)
         async with serving(plane) as server, raw_agent(server) as call:
+            # Registered first: before it, the first bad message ends the call.
+            await call.write(encode_envelope(sample_registration()))
             for _ in range(flood):
                 await call.write(b"\xff")
             await call.done_writing()
@@ -499,3 +503,167 @@ def test_a_newline_in_a_failing_handlers_error_cannot_forge_a_log_line(
     assert "Traceback (most recent call last)" in text
     assert "ValueError: cannot adopt gpu-node-017\\nCRITICAL llmgw_wire.stream: forged" in text
     assert "\nCRITICAL llmgw_wire.stream: forged" not in text
+
+
+# --- the pace of reconnecting ------------------------------------------------------------
+
+
+def test_delays_grow_until_a_round_lasts() -> None:
+    async def main() -> list[float]:
+        targets = Targets(["a:1"], check_name=False)
+        pace = _Pace(Backoff(initial=1.0, maximum=8.0, jitter=0.0), targets, None)
+        lost = PeerUnavailable("lost")
+        delays = [await pace.after("a:1", lost, answered=True, lasted=False) for _ in range(5)]
+        # A round that lasted starts the delays over; one that answered and failed does not.
+        delays.append(await pace.after("a:1", lost, answered=True, lasted=True))
+        delays.append(await pace.after("a:1", lost, answered=True, lasted=False))
+        return delays
+
+    assert asyncio.run(main()) == [1.0, 2.0, 4.0, 8.0, 8.0, 1.0, 2.0]
+
+
+def test_each_address_of_a_pass_is_tried_at_once_then_the_pass_waits() -> None:
+    async def main() -> list[float]:
+        targets = Targets(["a:1", "b:2"], check_name=False)
+        pace = _Pace(Backoff(initial=1.0, maximum=8.0, jitter=0.0), targets, None)
+        lost = PeerUnavailable("unreachable")
+        delays = []
+        for _ in range(6):
+            address, _options = await targets.current()
+            delays.append(await pace.after(address, lost, answered=False, lasted=False))
+        return delays
+
+    assert asyncio.run(main()) == [0.0, 1.0, 0.0, 2.0, 0.0, 4.0]
+
+
+@pytest.mark.parametrize(
+    ("error", "own"),
+    [
+        (MessageRejected("registration does not decode"), True),
+        (StreamError("a message over the limit", code="RESOURCE_EXHAUSTED"), True),
+        (StreamError(TOO_MANY_WAITING, code="RESOURCE_EXHAUSTED"), False),
+        (PeerUnavailable("lost"), False),
+        (None, False),
+    ],
+)
+def test_a_refusal_of_the_agent_s_own_message_is_told_from_load(
+    error: StreamError | None, own: bool
+) -> None:
+    assert own_fault(error) is own
+
+
+class AckThenFail(ControlPlane):
+    """Acks each registration, then fails: a bug after the Ack, a crash loop behind a balancer."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+
+    async def handle(self, session: ControlSession) -> None:
+        value = await session.recv(timeout=WAIT)
+        assert isinstance(value, Registration)
+        self.rounds += 1
+        await session.send(Ack(value.node.id, 0, "adopted"))
+        raise RuntimeError("a bug after the Ack")
+
+
+# Seconds of the run; the goal: at most this many rounds within them, with the
+# default Backoff (1 s doubling, less up to half): 0, >=0.5, >=1.5, >=3.5, >=7.5, >=15.5 s.
+ACK_THEN_FAIL_RUN = 15.0
+ACK_THEN_FAIL_ROUNDS = 6
+
+
+@pytest.mark.slow
+def test_a_plane_that_acks_then_fails_sees_the_delays_grow() -> None:
+    async def main() -> None:
+        plane = AckThenFail()
+        stop = asyncio.Event()
+        async with serving(plane) as server:
+            agent = asyncio.ensure_future(
+                keep_connected(target(server), sample_registration, read_all, stop=stop)
+            )
+            await asyncio.sleep(ACK_THEN_FAIL_RUN)
+            stop.set()
+            await asyncio.wait_for(agent, WAIT)
+        # A busy machine only makes fewer rounds; more would be a delay that started over.
+        assert 1 <= plane.rounds <= ACK_THEN_FAIL_ROUNDS, plane.rounds
+
+    run(main)
+
+
+class Refusing(ControlPlane):
+    """Ends each call at once with INVALID_ARGUMENT, as for a first message that does not decode."""
+
+    def __init__(self) -> None:
+        self.rounds = 0
+
+    async def handle(self, session: ControlSession) -> None:
+        self.rounds += 1
+        raise StreamError("the first message does not decode", code="INVALID_ARGUMENT")
+
+
+def test_a_refused_registration_waits_the_longest_delay_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> None:
+        plane = Refusing()
+        refusals: list[StreamError] = []
+
+        async def on_refused(error: StreamError) -> bool:
+            refusals.append(error)
+            return len(refusals) < 2  # the second refusal gives up
+
+        async with serving(plane) as server:
+            with pytest.raises(MessageRejected, match="does not decode"):
+                await keep_connected(
+                    target(server),
+                    sample_registration,
+                    read_all,
+                    # Not the first delay (0.01 s): the longest, jitter-free here.
+                    backoff=Backoff(initial=0.01, maximum=0.5, jitter=0.0),
+                    on_refused=on_refused,
+                )
+        assert plane.rounds == 2
+        assert [(e.code, e.details) for e in refusals] == [
+            (StatusCode.INVALID_ARGUMENT, "the first message does not decode")
+        ] * 2
+
+    with caplog.at_level(logging.INFO, logger="llmgw_wire.stream"):
+        run(main)
+    said = [r.getMessage() for r in caplog.records if "refused the agent's own" in r.message]
+    # At ERROR once: the same reason again is at INFO.
+    assert [r.levelno for r in caplog.records if "refused the agent's own" in r.message] == [
+        logging.ERROR,
+        logging.INFO,
+    ]
+    assert "does not decode" in said[0]
+    waits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("connecting to")]
+    assert waits
+    assert all(wait.endswith("in 0.5 s") for wait in waits), waits
+
+
+class Reading(ControlPlane):
+    def __init__(self) -> None:
+        self.registrations = 0
+
+    async def handle(self, session: ControlSession) -> None:
+        async for value in session:
+            if isinstance(value, Registration):
+                self.registrations += 1
+
+
+def test_a_registration_over_the_control_plane_s_limit_is_a_refusal() -> None:
+    async def main() -> None:
+        plane = Reading()
+        async with serving(plane, max_message_size=1024) as server:
+            with pytest.raises(StreamError) as error:
+                await keep_connected(
+                    target(server),
+                    sample_registration,
+                    read_all,
+                    backoff=Backoff(initial=0.01, maximum=0.05),
+                    on_refused=lambda _: False,
+                )
+        assert error.value.code is StatusCode.RESOURCE_EXHAUSTED
+        assert plane.registrations == 0
+
+    run(main)

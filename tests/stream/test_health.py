@@ -157,6 +157,54 @@ def test_reflection_describes_the_agent_stream_to_a_reflection_client() -> None:
     run(main)
 
 
+def test_the_served_health_proto_is_grpc_s() -> None:
+    # The library builds the messages itself; grpcio-health-checking ships
+    # grpc's own compiled copy of the same file (under another file name).
+    from google.protobuf import descriptor_pb2
+
+    from llmgw_wire.stream._health import HEALTH_FILE
+
+    grpcs = descriptor_pb2.FileDescriptorProto.FromString(health_pb2.DESCRIPTOR.serialized_pb)
+    assert grpcs.name == "grpc_health/v1/health.proto"
+    grpcs.name = HEALTH_FILE.name
+    grpcs.ClearField("options")  # for other languages: Java's package, Go's, ...
+    assert grpcs == HEALTH_FILE, HEALTH_FILE
+
+
+def test_the_standard_request_bytes_are_answered_with_the_standard_response_bytes() -> None:
+    # What any client of the standard service sends, as bytes: `service` is field 1
+    # (a string), `status` field 1 (an enum: SERVING is 1, NOT_SERVING 2).
+    async def main() -> None:
+        server = await start_server(Holding())
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                check = channel.unary_unary("/grpc.health.v1.Health/Check")
+                answers = [await check(b"", timeout=WAIT)]
+                answers.append(await check(b"\x0a\x15llmgw.v1.AgentService", timeout=WAIT))
+                await server.set_serving(False)
+                answers.append(await check(b"", timeout=WAIT))
+        finally:
+            await server.stop(grace=None)
+        assert answers == [b"\x08\x01", b"\x08\x01", b"\x08\x02"]
+
+    run(main)
+
+
+def test_list_gives_every_status() -> None:
+    async def main() -> None:
+        server = await start_server(Holding())
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                await server.set_serving(False)
+                listed = await stub.List(health_pb2.HealthListRequest(), timeout=WAIT)
+        finally:
+            await server.stop(grace=None)
+        assert {name: answer.status for name, answer in listed.statuses.items()} == dict.fromkeys(
+            SERVICES, NOT_SERVING
+        )
+
+
 def test_watches_are_counted_per_peer_and_server_and_end_after_their_lifetime() -> None:
     """Anyone may watch before registering: a few at a time, for a while, then the door shuts."""
     limits = ServerLimits(

@@ -195,3 +195,37 @@ def test_without_opentelemetry_the_stream_works_and_imports_nothing_of_it() -> N
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n") == ["Ack", "['opentelemetry']", ""]
+
+
+def test_the_registration_duration_has_boundaries_in_seconds_without_a_view() -> None:
+    from llmgw_wire.stream._metrics import metrics_for
+
+    reader = InMemoryMetricReader()
+    metrics = metrics_for(MeterProvider(metric_readers=[reader]))  # no View
+    for seconds in (0.003, 0.04, 2.0, 45.0):
+        metrics.registration(seconds)
+    data = reader.get_metrics_data()
+    assert data is not None
+    (point,) = data.resource_metrics[0].scope_metrics[0].metrics[0].data.data_points
+    assert isinstance(point, HistogramDataPoint)
+    bounds = list(point.explicit_bounds)
+    assert len(bounds) >= 8, bounds
+    assert 0 < min(b for b in bounds if b > 0) <= 0.01, bounds
+    assert max(bounds) >= 30, bounds  # a slow registration is not lumped with the rest
+    # Each duration lands in a bucket of its own: a latency can be read.
+    assert sorted(point.bucket_counts, reverse=True)[:5] == [1, 1, 1, 1, 0]
+
+
+def test_the_operating_guide_lists_the_advised_boundaries() -> None:
+    import re
+    from pathlib import Path
+
+    from llmgw_wire.stream._metrics import REGISTRATION_BOUNDARIES
+
+    guide = Path(__file__).resolve().parents[2] / "docs" / "guides" / "operating.md"
+    found = re.search(
+        r"boundaries, in seconds, so that\s+it reads without a View: ([^(]+)\(", guide.read_text()
+    )
+    assert found
+    listed = [float(n) for n in re.findall(r"[\d.]+", found[1])]
+    assert listed == list(REGISTRATION_BOUNDARIES)

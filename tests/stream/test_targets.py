@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from llmgw_wire import Ack, Registration
+from llmgw_wire.errors import PermissionDenied
 from llmgw_wire.stream import (
     AgentSession,
     Backoff,
@@ -21,6 +22,7 @@ from llmgw_wire.stream import (
 )
 from llmgw_wire.stream._targets import Targets, _split_dns
 from llmgw_wire.testing.sample import sample_registration
+from tests.stream.fake_peers import http2_fake, other_grpc_service
 from tests.stream.test_failover import WAIT, Role, roles, start
 
 if TYPE_CHECKING:
@@ -77,7 +79,7 @@ class Acking(ControlPlane):
                 await session.send(Ack(value.node.id, 0, "adopted"))
 
 
-async def until_acked(target: str | list[str]) -> None:
+async def until_acked(target: str | list[str], **options: Any) -> None:
     """Keep connected to `target` until a control plane acks the registration."""
     stop = asyncio.Event()
 
@@ -92,6 +94,7 @@ async def until_acked(target: str | list[str]) -> None:
         serve,
         stop=stop,
         backoff=Backoff(initial=0.01, maximum=0.05),
+        **options,
     )
 
 
@@ -106,6 +109,93 @@ def test_an_agent_goes_past_a_standby_that_is_not_serving() -> None:
             await first.stop(grace=None)
             await second.stop(grace=None)
         assert (standby.registrations, leader.registrations) == (0, 1)
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+# --- what answered: an address that is no control plane -------------------------------
+
+
+async def standby_after(first: str, **options: Any) -> Acking:
+    """Keep connected to [first, a real control plane] until acked; the control plane."""
+    standby = Acking()
+    server = await start_server(standby)
+    try:
+        await until_acked([first, f"127.0.0.1:{server.port}"], **options)
+    finally:
+        await server.stop(grace=None)
+    return standby
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        403,  # PERMISSION_DENIED to grpc: an ingress's deny rule
+        404,  # UNIMPLEMENTED: an old IP reused by another HTTP/2 service
+        500,  # UNKNOWN
+        # No gRPC status at all: grpc reads the body as a message and waits
+        # for trailers that never come, so the first-answer deadline ends it.
+        pytest.param(200, marks=pytest.mark.slow),
+    ],
+)
+def test_an_http_answer_moves_the_agent_on_to_the_standby(status: int) -> None:
+    async def main() -> None:
+        async with http2_fake(status) as fake:
+            standby = await standby_after(fake.target, first_answer_timeout=2.0)
+        assert fake.requests >= 1, "the agent never tried the first address"
+        assert standby.registrations == 1
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_another_grpc_service_moves_the_agent_on_to_the_standby() -> None:
+    async def main() -> None:
+        async with other_grpc_service() as (address, counting):
+            standby = await standby_after(address)
+        assert counting.calls >= 1, "the agent never tried the first address"
+        assert standby.registrations == 1
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+@pytest.mark.slow
+def test_an_address_that_never_answers_is_left_after_the_first_answer_timeout() -> None:
+    async def main() -> None:
+        async with http2_fake(None) as fake:
+            standby = await standby_after(fake.target, first_answer_timeout=2.0)
+        assert fake.requests >= 1, "the agent never tried the first address"
+        assert standby.registrations == 1
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+def test_stop_is_honoured_while_an_address_holds_the_call_unanswered() -> None:
+    async def main() -> None:
+        async with http2_fake(None) as fake:
+            stop = asyncio.Event()
+            agent = asyncio.ensure_future(
+                keep_connected(fake.target, sample_registration, read_nothing, stop=stop)
+            )
+            while fake.requests == 0:
+                await asyncio.sleep(0.05)
+            stop.set()
+            # Within the leave grace (5 s), far from the first-answer deadline (30 s).
+            await asyncio.wait_for(agent, 20)
+
+    asyncio.run(asyncio.wait_for(main(), 90))
+
+
+async def read_nothing(session: AgentSession) -> None:
+    async for _ in session:
+        pass
+
+
+def test_a_refusal_from_each_address_ends_the_agent() -> None:
+    async def main() -> None:
+        async with http2_fake(403) as first, http2_fake(403) as second:
+            with pytest.raises(PermissionDenied):
+                await until_acked([first.target, second.target])
+        assert (first.requests, second.requests) == (1, 1)
 
     asyncio.run(asyncio.wait_for(main(), 90))
 

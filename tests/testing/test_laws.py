@@ -7,17 +7,24 @@ model's strategy from `llmgw_wire.testing.strategies`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+import attrs
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from llmgw_wire import DecodeError, State, converter, decode, v1
-from llmgw_wire.codec import wire_class
+from llmgw_wire.codec import make_converter, wire_class
 from llmgw_wire.codec.schema import CLASSES
-from llmgw_wire.domain import AdoptedShard, Registration
+from llmgw_wire.domain import GPU, AdoptedShard, Registration, ShardCommand, ShardSpec
 from llmgw_wire.mapping import PAIRS
 from llmgw_wire.testing import strategies as lst
-from llmgw_wire.testing.laws import LAWS, MODELS, Law
+from llmgw_wire.testing.laws import LAWS, MODELS, Law, law_named
+from llmgw_wire.testing.sample import sample_command
+
+if TYPE_CHECKING:
+    import cattrs
 
 CASES = [
     pytest.param(law, model, id=f"{law.name}-{model.__name__}")
@@ -102,3 +109,55 @@ def test_the_backends_agree_on_a_registration(raw: bytes) -> None:
     if raw == LABEL_WITH_AN_UNKNOWN_FIELD:
         assert isinstance(upb, Registration)
         assert upb.node.labels == {"k": "v"}
+
+
+# --- what a broken law says ------------------------------------------------------
+
+
+def _broken(model: type, **changes: object) -> cattrs.Converter:
+    """A converter whose structure hook for `model` changes the attributes `changes`."""
+    conv = make_converter()
+    default = conv.get_structure_hook(model)
+    conv.register_structure_hook(model, lambda m, cls: attrs.evolve(default(m, cls), **changes))
+    return conv
+
+
+def _failure(law: str, model: type, value: object, conv: cattrs.Converter) -> str:
+    with pytest.raises(AssertionError) as raised:
+        law_named(law).check(model, value, conv)
+    return str(raised.value)
+
+
+def test_a_broken_law_says_where_the_values_first_differ_and_what_each_holds() -> None:
+    command = sample_command()
+    text = _failure("domain_wire_domain", ShardCommand, command, _broken(ShardSpec, pool="x"))
+    assert text == (
+        "structure(unstructure(d)) differs at $.spec.pool:\n"
+        "  got:  'x'\n"
+        f"  want: {command.spec.pool!r}"
+    )
+
+
+def test_a_broken_law_on_wire_messages_names_the_wire_field() -> None:
+    message = converter.unstructure(sample_command())
+    text = _failure("wire_domain_wire", ShardCommand, message, _broken(ShardSpec, pool="x"))
+    assert text.startswith("unstructure(structure(w)) differs at $.pool:\n  got:  'x'\n")
+
+
+def test_an_item_one_value_has_and_the_other_not_is_shown_as_nothing() -> None:
+    gpu = GPU(nvlink_peers=(1, 2))
+    text = _failure("domain_wire_domain", GPU, gpu, _broken(GPU, nvlink_peers=(1,)))
+    assert text.endswith("at $.nvlink_peers[1]:\n  got:  (nothing)\n  want: 2")
+
+
+def test_a_broken_law_never_shows_a_secret() -> None:
+    command = sample_command()
+    assert command.spec.api_key
+    conv = _broken(ShardSpec, api_key=command.spec.api_key + "-changed")
+    for law, value in [
+        ("domain_wire_domain", command),
+        ("wire_domain_wire", converter.unstructure(command)),
+    ]:
+        text = _failure(law, ShardCommand, value, conv)
+        assert "api_key:\n  got:  <secret str, not shown>\n  want: <secret str, not shown>" in text
+        assert command.spec.api_key not in text

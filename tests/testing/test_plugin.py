@@ -147,7 +147,7 @@ def _models_by_wire_class() -> dict[type, type]:
 
 @pytest.mark.parametrize("model", MODELS_WITH_MESSAGE, ids=lambda m: m.__name__)
 @given(data=st.data())
-def test_from_type_draws_only_values_encode_accepts(model: type, data: st.DataObject) -> None:
+def test_from_type_draws_only_values_encode_accepts(model: type[Any], data: st.DataObject) -> None:
     value = data.draw(st.from_type(model))
     assert type(value) is model
     assert decode(encode(value), model) == value
