@@ -110,14 +110,21 @@ class PeerBytes:
     a peer's messages, whatever the number of its calls. One message is let
     in when the peer holds nothing, whatever its size (up to the message
     limit): a peer is never stuck.
+
+    A message read while the budget is full waits, its bytes in hand (each
+    call has one read under way, and grpc brings its message in whole): those
+    waiting are bounded by the budget too, so that a peer's calls, however
+    many, hold at most twice the budget (and one message) before decoding.
     """
 
-    __slots__ = ("__weakref__", "_waiters", "budget", "held", "key")
+    __slots__ = ("__weakref__", "_waiters", "budget", "held", "key", "waiting")
 
     def __init__(self, key: str, budget: int) -> None:
         self.key = key
         self.budget = budget
         self.held = 0
+        #: Bytes of messages read that wait for room in `held`.
+        self.waiting = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     def __repr__(self) -> str:
@@ -130,19 +137,27 @@ class PeerBytes:
         self.held += size
         return True
 
+    def may_wait(self, size: int) -> bool:
+        """Whether a message of `size` bytes may wait for room (else its call is ended)."""
+        return not self.waiting or self.waiting + size <= self.budget
+
     async def wait_take(self, size: int) -> None:
-        """Count `size` bytes, once they fit."""
-        while not self.take(size):
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            except BaseException:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-                elif self._waiters:  # woken, then cancelled: the next one tries instead
-                    self._wake()
-                raise
+        """Count `size` bytes, once they fit (`may_wait` said they may wait)."""
+        self.waiting += size
+        try:
+            while not self.take(size):
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                try:
+                    await waiter
+                except BaseException:
+                    if waiter in self._waiters:
+                        self._waiters.remove(waiter)
+                    elif self._waiters:  # woken, then cancelled: the next one tries instead
+                        self._wake()
+                    raise
+        finally:
+            self.waiting -= size
 
     def give_back(self, size: int) -> None:
         """`size` bytes counted before are no longer held."""

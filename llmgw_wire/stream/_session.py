@@ -86,6 +86,9 @@ _READ_AHEAD = 8
 #: Bytes of one peer's messages held at once (read, decoded, or the last
 #: handed to the reader), by default: a message at the size limit and 1 MiB.
 DEFAULT_PEER_BYTES: Final = DEFAULT_MAX_SIZE + 1024 * 1024
+#: How the details of a call ended because its peer's messages, held and
+#: waiting, fill both its budgets of bytes begin (RESOURCE_EXHAUSTED).
+PEER_OVER_BUDGET: Final = "too many bytes of messages from this peer waiting to be read"
 # Messages larger than this are decoded in a thread, so that one big
 # registration does not hold up every other agent's stream; the event
 # loop's slot for them goes to peers in turn (`DecodeTurns`).
@@ -495,6 +498,20 @@ class _Session(Generic[S, R]):
         self._arrived(data)
         return self._bytes.take(len(data))
 
+    async def _wait_for_room(self, size: int) -> None:
+        """Wait until the peer's bytes have room for `size` more; a peer over both budgets ends."""
+        if not self._bytes.may_wait(size):
+            error = StreamError(
+                f"{PEER_OVER_BUDGET} ({self._bytes.budget} bytes held and as many waiting)",
+                code="RESOURCE_EXHAUSTED",
+            )
+            self._over_budget(error)
+            raise error
+        await self._bytes.wait_take(size)
+
+    def _over_budget(self, error: StreamError) -> None:
+        """What else to do when a message finds its peer over both budgets of bytes."""
+
     def _done_with(self, held: int) -> None:
         """The reader is done with a message; `held` of its bytes, not delivered, are not held."""
         self._bytes.give_back(held)
@@ -521,7 +538,7 @@ class _Session(Generic[S, R]):
                 # whose messages fill its budget waits (and flow control makes it).
                 size = held = len(data)
                 if not self._counted(data):
-                    await self._bytes.wait_take(size)
+                    await self._wait_for_room(size)
                 try:
                     try:
                         # Small messages (all but a few) without a coroutine of their own.
@@ -899,6 +916,9 @@ class ControlSession(_Session[FromControl, FromAgent]):
                 code="INVALID_ARGUMENT",
             )
         return None
+
+    def _over_budget(self, error: StreamError) -> None:
+        self._refuse(error, "limit")
 
     def _arrived(self, data: bytes) -> None:
         if self.node_id is None and _is_registration(data):

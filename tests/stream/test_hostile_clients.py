@@ -35,8 +35,9 @@ from llmgw_wire.stream._logs import (
     Throttle,
 )
 from llmgw_wire.stream._peers import DecodeTurns, decode_turns
+from llmgw_wire.stream._session import PEER_OVER_BUDGET
 from llmgw_wire.testing.sample import sample_large_registration, sample_registration
-from tests.stream.test_stream import WAIT, serving, target
+from tests.stream.test_stream import WAIT, as_node, serving, target
 from tests.support import ld, vi
 from tests.support import run_async as run
 
@@ -597,3 +598,32 @@ def test_a_client_s_log_lines_are_bounded_whatever_its_calls(
     lines = [r for r in caplog.records if r.name == "llmgw_wire.stream"]
     # 128 calls of 18 lines or more each; one peer's share of a minute, and a line saying so.
     assert len(lines) <= LINES_PER_MINUTE_PER_PEER + 1, len(lines)
+
+
+def test_a_peer_s_messages_waiting_to_be_read_are_bounded_too_whatever_its_calls() -> None:
+    """8 calls each send a 400 kB registration to a `handle` that takes nothing."""
+    registration = sample_large_registration(1800)
+    budget = 1024 * 1024
+    calls = 8
+
+    class Taking(ControlPlane):
+        async def handle(self, session: ControlSession) -> None:
+            await asyncio.sleep(WAIT * 10)  # takes nothing: everything waits
+
+    async def main() -> list[tuple[Any, str]]:
+        limits = ServerLimits(max_bytes_per_peer=budget)
+        async with (
+            serving(Taking(), limits=limits) as server,
+            grpc.aio.insecure_channel(target(server)) as channel,
+        ):
+            method = channel.stream_stream(CONNECT_ROUTE)
+            opened = [method() for _ in range(calls)]
+            for number, call in enumerate(opened):
+                await call.write(encode_envelope(as_node(registration, f"node-{number}")))
+            # 2 fit the budget, 2 wait in hand for room, the rest are refused.
+            ended = await _ended(opened, calls - 4)
+            return [(await call.code(), await call.details()) for call in ended]
+
+    ended = asyncio.run(asyncio.wait_for(main(), 120))
+    assert {code for code, _ in ended} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    assert all(details.startswith(PEER_OVER_BUDGET) for _, details in ended)
