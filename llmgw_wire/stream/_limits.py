@@ -41,9 +41,11 @@ class ServerLimits:
         max_bytes_per_peer: bytes of one peer's messages the server holds at
             once, counted at their size after decompression from when their
             decoding may begin until `handle` asks for the value after them:
-            read ahead, decoded, or the value `handle` has; a peer over it is
-            not read from (flow control makes it wait). One message is let in
-            whatever its size when the peer holds nothing.
+            read ahead, decoded, or the value `handle` has. A message read
+            while it is full waits, within as many bytes again for the
+            messages waiting; one past that ends its call with
+            RESOURCE_EXHAUSTED. One message is let in whatever its size when
+            the peer holds nothing.
         max_side_calls: calls of the health service's `Watch` and of server
             reflection open at once on the whole server; a call beyond it is
             refused with RESOURCE_EXHAUSTED.
