@@ -247,3 +247,27 @@ def test_watches_are_counted_per_peer_and_server_and_end_after_their_lifetime() 
             await server.stop(grace=None)
 
     run(main)
+
+
+def test_reflection_calls_are_counted_and_end_after_their_lifetime() -> None:
+    pytest.importorskip("grpc_reflection")
+    route = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+    list_services = b"\x3a\x00"  # ServerReflectionRequest.list_services = ""
+    limits = ServerLimits(max_side_calls_per_peer=1, side_call_lifetime=1.0)
+
+    async def main() -> None:
+        server = await start_server(Holding(), reflection=True, limits=limits)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                first = channel.stream_stream(route)()
+                await first.write(list_services)
+                assert await asyncio.wait_for(first.read(), WAIT)  # the services, listed
+                second = channel.stream_stream(route)()
+                assert await second.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "from this peer" in await second.details()
+                # Its lifetime over, the first ends with OK, though its client goes on.
+                assert await asyncio.wait_for(first.code(), WAIT) == grpc.StatusCode.OK
+        finally:
+            await server.stop(grace=None)
+
+    run(main)
