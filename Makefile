@@ -77,7 +77,7 @@ baseline: $(STAMP)
 	@test ! -e $(BASELINE) || { echo "$(BASELINE) exists; baselines are frozen once released"; exit 1; }
 	cd proto && $(CURDIR)/$(BIN)/python -m grpc_tools.protoc -I. --include_imports --include_source_info \
 		--descriptor_set_out=$(CURDIR)/$(BASELINE) $$(find . -name '*.proto' | cut -c3- | LC_ALL=C sort)
-	$(BIN)/python -c 'import sys; from llmgw_wire.mapping.description import freeze_mapping; freeze_mapping(sys.argv[1])' \
+	$(BIN)/python -c 'import sys; from llmgw_wire.mapping._description import freeze_mapping; freeze_mapping(sys.argv[1])' \
 		$(BASELINE:.binpb=.mapping.json)
 
 .PHONY: compat baseline

@@ -2,7 +2,7 @@
 
 The same mapping as the library (the same renames, presence rules, state and
 endpoint rules, and the same range checks when encoding), over the same upb
-message classes (`llmgw_wire.codec.schema`, which is what generated `_pb2`
+message classes (`llmgw_wire.codec._schema`, which is what generated `_pb2`
 modules give at run time), written as someone tuning it by hand would.
 
 Decoding builds each domain value as attrs' `__init__` leaves it, without its
@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.codec._schema import CLASSES
 from llmgw_wire.domain import (
     GPU,
     IMEX,

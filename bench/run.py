@@ -48,8 +48,8 @@ from bench.compat import compat_bench
 from bench.harness import Contender, Group, Timing, run
 from bench.storm import FREEZE_EVERY, TUNED_THRESHOLDS, StormResult, fleet, storm
 from llmgw_wire import converter, decode, encode, v1
-from llmgw_wire.codec.binary import compiled_upb
-from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.codec._binary import compiled_upb
+from llmgw_wire.codec._schema import CLASSES
 from llmgw_wire.domain import Registration, ShardCommand, ShardReport
 from llmgw_wire.stream.grpclib_codec import WireCodec
 from llmgw_wire.v1 import AgentMessage, ControlMessage

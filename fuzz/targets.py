@@ -48,6 +48,8 @@ from llmgw_wire import (  # noqa: E402
 from llmgw_wire._cli import inspect  # noqa: E402
 from llmgw_wire.codec import json as wire_json  # noqa: E402
 from llmgw_wire.codec import wire_class  # noqa: E402
+from llmgw_wire.codec._schema import CLASSES, DECODE_CLASSES  # noqa: E402
+from llmgw_wire.codec._varint64 import over_64_bits  # noqa: E402
 from llmgw_wire.codec.envelope import (  # noqa: E402
     AGENT_MESSAGE,
     CONTROL_MESSAGE,
@@ -55,8 +57,6 @@ from llmgw_wire.codec.envelope import (  # noqa: E402
     decode_envelope,
     encode_envelope,
 )
-from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES  # noqa: E402
-from llmgw_wire.codec.varint64 import over_64_bits  # noqa: E402
 from llmgw_wire.mapping import PAIRS_WITH_MESSAGE  # noqa: E402
 from llmgw_wire.testing.sample import (  # noqa: E402
     sample_command,

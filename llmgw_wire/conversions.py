@@ -1,6 +1,6 @@
 """Named conversions: the Python twins of the reference's functions, and their inverses.
 
-Each is a thin, typed door onto the converter (`llmgw_wire.codec.cattrs_converter`),
+Each is a thin, typed door onto the converter (`llmgw_wire.codec._cattrs_converter`),
 so they follow the mapping exactly and raise the library's errors.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from llmgw_wire.codec.cattrs_converter import (
+from llmgw_wire.codec._cattrs_converter import (
     converter,
     structure_with_context,
     unstructure_with_context,

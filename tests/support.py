@@ -28,7 +28,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from llmgw_wire import converter, decode, encode
 from llmgw_wire.codec import wire_class
-from llmgw_wire.codec.schema import descriptor_set
+from llmgw_wire.codec._schema import descriptor_set
 from llmgw_wire.domain import (
     GPU,
     IMEX,
@@ -58,7 +58,7 @@ from llmgw_wire.domain import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine
 
-    from llmgw_wire.mapping.table import ModelWithMessage
+    from llmgw_wire.mapping._table import ModelWithMessage
 
 # --- hand-made wire bytes ----------------------------------------------------
 
@@ -158,7 +158,7 @@ def as_go_reads(message_class: Any, entries_class: Any, data: bytes) -> Any:
     """`data` parsed by the official runtime, with map entries read as Go's runtime reads them.
 
     `entries_class` is the same message with maps as repeated entry messages
-    (`llmgw_wire.codec.schema.DECODE_CLASSES`): an entry that carries an
+    (`llmgw_wire.codec._schema.DECODE_CLASSES`): an entry that carries an
     unknown field keeps its key there, where the official Python runtime
     keeps the whole entry as an unknown field of the parent. Unknown fields
     are dropped (the field-by-field comparisons do not see them). Raises the

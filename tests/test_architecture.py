@@ -16,6 +16,33 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "llmgw_wire"
 
+#: The private modules that other subpackages may import: no part of the
+#: library's API, they are what a layer offers those above it. A private
+#: name inside one of them stays private to its subpackage.
+SHARED: frozenset[str] = frozenset(
+    {
+        "llmgw_wire.codec._cattrs_converter",
+        "llmgw_wire.codec._guard",
+        "llmgw_wire.codec._classes",
+        "llmgw_wire.codec._schema",
+        "llmgw_wire.domain._keepalive",
+        "llmgw_wire.domain._reconciler",
+        "llmgw_wire.mapping._compiler",
+        "llmgw_wire.mapping._description",
+        "llmgw_wire.mapping._explain",
+        "llmgw_wire.mapping._rules",
+        "llmgw_wire.mapping._table",
+    }
+)
+
+
+def _shared(module: str, names: list[str]) -> list[str]:
+    """`names` (a dotted path split) without the parts that name a `SHARED` module."""
+    for end in range(len(names), 0, -1):
+        if ".".join([module, *names[:end]]) in SHARED:
+            return names[end:]
+    return names
+
 
 def _modules() -> list[tuple[str, Path]]:
     out = []
@@ -29,7 +56,7 @@ def _modules() -> list[tuple[str, Path]]:
 
 
 def _subpackage(module: str) -> str:
-    """The first-level part a module belongs to: `llmgw_wire.codec.binary` -> `codec`."""
+    """The first-level part a module belongs to: `llmgw_wire.codec._binary` -> `codec`."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
 
@@ -43,7 +70,7 @@ def _private_imports(module: str, path: Path) -> list[str]:
             continue
         target = node.module
         for alias in node.names:
-            names = [*target.split(".")[1:], alias.name]
+            names = _shared("llmgw_wire", [*target.split(".")[1:], alias.name])
             if _subpackage(f"{target}.{alias.name}") == _subpackage(module):
                 continue
             private = [n for n in names if n.startswith("_") and not n.startswith("__")]
@@ -171,7 +198,7 @@ def test_no_module_patches_a_repr_but_the_wire_layers_one_installer() -> None:
 
 
 def _rule_class_names() -> set[str]:
-    from llmgw_wire.mapping.rules import Rule
+    from llmgw_wire.mapping._rules import Rule
 
     names, todo = set(), [Rule]
     while todo:
@@ -217,14 +244,18 @@ def test_the_command_line_imports_no_private_name() -> None:
                 continue
             if node.module and node.module.startswith("llmgw_wire._cli"):
                 continue
-            parts = [*(node.module or "").split(".")[1:], *(a.name for a in node.names)]
+            parts = [
+                part
+                for a in node.names
+                for part in _shared("llmgw_wire", [*(node.module or "").split(".")[1:], a.name])
+            ]
             if any(p.startswith("_") and p not in {"_version", "__version__"} for p in parts):
                 offenders.append(f"{name}: from {node.module} import ...")
     assert offenders == []
 
 
 #: Where the mapping's rules are defined and the table written with them.
-RULES_AND_TABLE = {PACKAGE / "mapping" / "rules.py", PACKAGE / "mapping" / "table.py"}
+RULES_AND_TABLE = {PACKAGE / "mapping" / "_rules.py", PACKAGE / "mapping" / "_table.py"}
 
 
 def test_the_leader_endpoint_rule_is_read_as_data_outside_the_mapping() -> None:

@@ -28,7 +28,7 @@ except ImportError:
 
 import llmgw_wire
 from llmgw_wire.mapping import PAIRS, pair_for
-from llmgw_wire.mapping.rules import Embedded, FieldRule, Rule
+from llmgw_wire.mapping._rules import Embedded, FieldRule, Rule
 from tests.test_public_api import PUBLIC_MODULES
 
 if TYPE_CHECKING:

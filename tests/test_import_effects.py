@@ -77,7 +77,7 @@ def test_decoding_and_encoding_import_no_cattrs_grpc_or_grpclib() -> None:
     assert done.returncode == 0, done.stderr
     # `-X importtime` writes one line per module imported: "import time: self | cumulative | name".
     imported = [line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line]
-    assert "llmgw_wire.codec.binary" in imported
+    assert "llmgw_wire.codec._binary" in imported
     for modules in (imported, done.stdout.split()):
         heavy = [m for m in modules if m.split(".")[0] in ("cattrs", "grpc", "grpclib")]
         assert heavy == [], heavy
@@ -105,7 +105,7 @@ def test_the_domain_codec_loads_no_betterproto2_or_wire_classes() -> None:
     )
     assert done.returncode == 0, done.stderr
     loaded = done.stdout.split()
-    assert "llmgw_wire.codec.binary" in loaded
+    assert "llmgw_wire.codec._binary" in loaded
     wire = [
         m
         for m in loaded

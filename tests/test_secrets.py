@@ -457,7 +457,7 @@ def test_a_field_marked_debug_redact_in_a_schema_is_secret_everywhere(tmp_path: 
         assert old in text, old
         text = text.replace(old, new, 1)
     shard.write_text(text)
-    engines = copy / "llmgw_wire" / "domain" / "engines.py"
+    engines = copy / "llmgw_wire" / "domain" / "_engines.py"
     text = engines.read_text()
     for old, new in (
         ("env: Mapping[str, str] = str_map()", "env: Mapping[str, str] = secret(mapping=True)"),

@@ -12,7 +12,7 @@ the generator NAME writes from the library:
 * `envelopes`: which member of which envelope carries which domain value,
   from `llmgw_wire.mapping.ENVELOPES`;
 * `compiled-source`: the functions the compiler writes for one pair, for
-  both backends (`llmgw_wire.mapping.compiler`);
+  both backends (`llmgw_wire.mapping._compiler`);
 * `wire-messages`: every name of `llmgw_wire.v1`, with what it carries;
 * `laws`: the round-trip laws `llmgw-wire fuzz` checks, from
   `llmgw_wire.testing.laws.LAWS`;
@@ -50,7 +50,7 @@ from llmgw_wire._gen.message_pool import default_message_pool
 from llmgw_wire.conversions import state_from_wire, state_to_wire
 from llmgw_wire.domain import State
 from llmgw_wire.mapping import ENVELOPES, PAIRS, Pair, pair_for
-from llmgw_wire.mapping.rules import (
+from llmgw_wire.mapping._rules import (
     Constant,
     Embedded,
     FieldRule,
@@ -60,7 +60,7 @@ from llmgw_wire.mapping.rules import (
     NotCarried,
     Rule,
 )
-from llmgw_wire.mapping.table import mapped_fields
+from llmgw_wire.mapping._table import mapped_fields
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -350,8 +350,8 @@ def envelopes() -> str:
 
 def compiled_source() -> str:
     """The source the compiler writes for one pair (a GPU), for both backends."""
-    from llmgw_wire.codec.binary import compiled_upb
-    from llmgw_wire.codec.cattrs_converter import compiled_betterproto2
+    from llmgw_wire.codec._binary import compiled_upb
+    from llmgw_wire.codec._cattrs_converter import compiled_betterproto2
     from llmgw_wire.domain import GPU
 
     out = []
@@ -595,7 +595,7 @@ def guarded_call() -> str:
 
 def decode_steps() -> str:
     """`parse`: the steps every binary decode takes, in order."""
-    from llmgw_wire.codec import binary
+    from llmgw_wire.codec import _binary as binary
 
     return _quoted(binary.parse, binary._parse_as)
 

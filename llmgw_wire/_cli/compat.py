@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import argparse
 
     from llmgw_wire.compat import Config, Finding
-    from llmgw_wire.mapping.description import MappingChange
+    from llmgw_wire.mapping._description import MappingChange
 
 __all__ = ["add_arguments", "run"]
 
@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
             )
         findings = _select(compat.check(old, new, category=category, config=config), root, args)
         if args.mapping:
-            from llmgw_wire.mapping import description
+            from llmgw_wire.mapping import _description as description
 
             findings = sorted([*findings, *description.unmapped_fields(new)])
             released = against.removeprefix("schema ") if against.startswith("schema ") else None

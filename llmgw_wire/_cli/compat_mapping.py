@@ -1,4 +1,4 @@
-"""Printing what `llmgw_wire.mapping.description` finds, for `llmgw-wire compat --mapping`."""
+"""Printing what `llmgw_wire.mapping._description` finds, for `llmgw-wire compat --mapping`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from llmgw_wire.mapping.description import MappingChange
+    from llmgw_wire.mapping._description import MappingChange
 
 __all__ = ["render_changes"]
 

@@ -35,9 +35,9 @@ from typing import Any
 import attrs
 
 from llmgw_wire.codec import DEFAULT_MAX_SIZE, decode
+from llmgw_wire.codec._schema import CLASSES
 from llmgw_wire.codec.envelope import UnknownMember, envelope_codec
 from llmgw_wire.codec.json import make_json_converter
-from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.compat import read_at_most
 from llmgw_wire.domain import Registration, ShardCommand
 from llmgw_wire.errors import DecodeError, EncodeError, shown

@@ -28,7 +28,7 @@ from cattrs.errors import (
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 from cattrs.preconf.json import JsonConverter, configure_converter
 
-from llmgw_wire.codec.limits import (
+from llmgw_wire.codec._limits import (
     DEFAULT_MAX_ITEMS,
     DEFAULT_MAX_SIZE,
     item_budget,
@@ -578,7 +578,7 @@ def decode(
     `decode`, a document over `max_size` bytes (characters, for text) or with
     more elements of arrays and maps (at any depth, under unknown keys too)
     than `max_items`, or than 10,000 and one per 16 of its bytes
-    (`llmgw_wire.codec.limits.item_budget`), is refused before any domain
+    (`llmgw_wire.codec._limits.item_budget`), is refused before any domain
     value is built.
 
     Raises:

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from attrs import frozen
 
+from llmgw_wire.codec._binary import compiled_upb, parse
+from llmgw_wire.codec._diagnose import field_numbers
 from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, serializer
-from llmgw_wire.codec.binary import compiled_upb, parse
-from llmgw_wire.codec.diagnose import field_numbers
-from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
-from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.codec._limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
+from llmgw_wire.codec._schema import CLASSES
 from llmgw_wire.mapping import ENVELOPES
 
 if TYPE_CHECKING:

@@ -8,8 +8,7 @@ finds on its host), `inventory` (the control plane's nodes), `reconciler`
 """
 
 from llmgw_wire import _on_import
-from llmgw_wire.domain._values import FrozenMap
-from llmgw_wire.domain.discovery import (
+from llmgw_wire.domain._discovery import (
     GPU,
     IMEX,
     GPUFabric,
@@ -20,11 +19,12 @@ from llmgw_wire.domain.discovery import (
     MIGDevice,
     Storage,
 )
-from llmgw_wire.domain.engines import Adapter, Compute, Profile, ShardSpec
-from llmgw_wire.domain.keepalive import Ack, Heartbeat
-from llmgw_wire.domain.nodes import FabricAttachment, Node, NodeState, Registration
-from llmgw_wire.domain.reconciler import AdoptedShard, ShardCommand, StopCommand
-from llmgw_wire.domain.supervisor import ShardReport, State
+from llmgw_wire.domain._engines import Adapter, Compute, Profile, ShardSpec
+from llmgw_wire.domain._keepalive import Ack, Heartbeat
+from llmgw_wire.domain._nodes import FabricAttachment, Node, NodeState, Registration
+from llmgw_wire.domain._reconciler import AdoptedShard, ShardCommand, StopCommand
+from llmgw_wire.domain._supervisor import ShardReport, State
+from llmgw_wire.domain._values import FrozenMap
 
 __all__ = [
     "GPU",

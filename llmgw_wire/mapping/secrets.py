@@ -5,7 +5,7 @@ the schema marks `[debug_redact = true]` (`llmgw_wire._schema`):
 `ShardSpec.api_key`, because its rule maps it to `llmgw.v1.StartShard.api_key`.
 This is the one place that says so; every surface asks it:
 
-* the explaining walk (`llmgw_wire.mapping.explain`): an `EncodeError` about a
+* the explaining walk (`llmgw_wire.mapping._explain`): an `EncodeError` about a
   secret attribute holds a `Redacted` stand-in and shows only its type;
 * the JSON codec leaves secrets out of its default dumps;
 * `llmgw-wire inspect` and the demo show them as every surface does, through
@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 import attrs
 
 from llmgw_wire._schema import SECRET_FIELDS
-from llmgw_wire.mapping.table import PAIRS
+from llmgw_wire.mapping._table import PAIRS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from llmgw_wire.mapping.table import Pair
+    from llmgw_wire.mapping._table import Pair
 
 __all__ = [
     "SECRET_ATTRIBUTES",

@@ -13,7 +13,7 @@ import grpc
 import grpc.aio
 from attrs import frozen
 
-from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
+from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.conversions import registration_from_inventory
 from llmgw_wire.errors import (
     DecodeError,

@@ -31,6 +31,7 @@ import grpc
 import grpc.aio
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from llmgw_wire.codec._guard import serializer
 from llmgw_wire.stream._peers import Shares, peer_of_call
 
 __all__ = [
@@ -184,17 +185,17 @@ class Health:
             "Check": grpc.unary_unary_rpc_method_handler(
                 self.Check,
                 request_deserializer=_REQUEST.FromString,
-                response_serializer=_RESPONSE.SerializeToString,
+                response_serializer=serializer(_RESPONSE),
             ),
             "Watch": grpc.unary_stream_rpc_method_handler(
                 self.Watch,
                 request_deserializer=_REQUEST.FromString,
-                response_serializer=_RESPONSE.SerializeToString,
+                response_serializer=serializer(_RESPONSE),
             ),
             "List": grpc.unary_unary_rpc_method_handler(
                 self.List,
                 request_deserializer=_MESSAGES["HealthListRequest"].FromString,
-                response_serializer=_MESSAGES["HealthListResponse"].SerializeToString,
+                response_serializer=serializer(_MESSAGES["HealthListResponse"]),
             ),
         }
         server.add_generic_rpc_handlers(

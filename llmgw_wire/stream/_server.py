@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import grpc
 import grpc.aio
 
-from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
+from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import PeerUnavailable, RegistrationTimeout, StreamError
 from llmgw_wire.stream._health import HEALTH_SERVICE, Health
 from llmgw_wire.stream._limits import ServerLimits

@@ -18,14 +18,14 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
+from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
+from llmgw_wire.codec._schema import CLASSES
 from llmgw_wire.codec.envelope import (
     AGENT_MESSAGE,
     CONTROL_MESSAGE,
     UnknownMember,
     envelope_codec,
 )
-from llmgw_wire.codec.limits import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
-from llmgw_wire.codec.schema import CLASSES
 from llmgw_wire.domain import (
     Ack,
     Heartbeat,

@@ -41,7 +41,7 @@ except ImportError as exc:  # the core package installs no grpclib
         "llmgw_wire.stream.grpclib_codec needs grpclib: pip install 'llmgw-wire[grpclib]'"
     ) from exc
 
-from llmgw_wire.codec.binary import decode as _decode
+from llmgw_wire.codec import decode as _decode
 from llmgw_wire.codec.envelope import (
     AGENT_MESSAGE,
     CONTROL_MESSAGE,

@@ -74,7 +74,7 @@ def registered() -> dict[type, Drawn]:
     with `ShardSpec`) comes last in the mapping's pairs with the model that
     holds all of it, and draws that model's.
     """
-    from llmgw_wire.codec.classes import betterproto2_classes
+    from llmgw_wire.codec._classes import betterproto2_classes
     from llmgw_wire.domain import State
     from llmgw_wire.mapping import ENVELOPES, PAIRS
 

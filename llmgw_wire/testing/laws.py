@@ -42,7 +42,7 @@ from attrs import frozen
 from hypothesis.strategies import SearchStrategy
 
 from llmgw_wire.codec import decode, encode, wire_class
-from llmgw_wire.codec.classes import betterproto2_classes
+from llmgw_wire.codec._classes import betterproto2_classes
 from llmgw_wire.domain import Registration, State
 from llmgw_wire.errors import EncodeError, Redacted
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE, SECRET_FIELDS, STATE_MODELS, is_secret

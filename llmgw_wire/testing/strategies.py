@@ -49,7 +49,7 @@ import attrs
 from hypothesis import strategies as st
 
 from llmgw_wire.codec import converter, encode, wire_class
-from llmgw_wire.codec.classes import betterproto2_classes
+from llmgw_wire.codec._classes import betterproto2_classes
 from llmgw_wire.domain import (
     GPU,
     IMEX,
@@ -85,7 +85,7 @@ from llmgw_wire.mapping import (
     is_secret,
     pair_for,
 )
-from llmgw_wire.mapping.rules import (
+from llmgw_wire.mapping._rules import (
     EPOCH,
     INT_RANGES,
     EpochMillis,

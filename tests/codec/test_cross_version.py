@@ -41,7 +41,7 @@ from llmgw_wire import (
     encode,
     v1,
 )
-from llmgw_wire.codec.schema import descriptor_set
+from llmgw_wire.codec._schema import descriptor_set
 from llmgw_wire.testing import strategies as lst
 from tests.support import (
     COMMAND,

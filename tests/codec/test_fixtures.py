@@ -21,7 +21,7 @@ from google.protobuf import descriptor_pb2, json_format
 
 from llmgw_wire import decode
 from llmgw_wire._gen.message_pool import default_message_pool
-from llmgw_wire.codec.schema import descriptor_set
+from llmgw_wire.codec._schema import descriptor_set
 from llmgw_wire.mapping import PAIRS
 from tests.support import (
     ENCODED_FROM,

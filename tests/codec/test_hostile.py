@@ -2,7 +2,7 @@
 
 Never another exception, never a partial message, never a hang, never memory
 out of proportion to the input. Google's parser (upb) decides; the library's
-explainer (`llmgw_wire.codec.diagnose`) names the problem after upb refused.
+explainer (`llmgw_wire.codec._diagnose`) names the problem after upb refused.
 
 A known field sent with the wrong wire type is, for Google's runtime, an
 unknown field (conformant: a peer whose schema changed the field's type).
@@ -42,11 +42,11 @@ from llmgw_wire import (
 )
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE, wire_class
 from llmgw_wire.codec import json as wire_json
-from llmgw_wire.codec.diagnose import EXPLAIN_FIELDS, MAX_DEPTH
+from llmgw_wire.codec._diagnose import EXPLAIN_FIELDS, MAX_DEPTH
+from llmgw_wire.codec._limits import item_budget, item_count
+from llmgw_wire.codec._schema import CLASSES, DECODE_CLASSES
+from llmgw_wire.codec._varint64 import over_64_bits
 from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
-from llmgw_wire.codec.limits import item_budget, item_count
-from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES
-from llmgw_wire.codec.varint64 import over_64_bits
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
@@ -994,7 +994,7 @@ def test_int64_milliseconds_the_domain_cannot_hold_say_the_limit(
 def test_the_largest_durations_cross_the_wire() -> None:
     import datetime as dt
 
-    from llmgw_wire.mapping.rules import MILLIS_RANGE
+    from llmgw_wire.mapping._rules import MILLIS_RANGE
 
     for ms in MILLIS_RANGE:
         command = ShardCommand(startup_timeout=dt.timedelta(milliseconds=ms))
@@ -1091,7 +1091,7 @@ def _with_suspect_runs(draw: st.DrawFn) -> bytes:
 
 @given(_with_suspect_runs())
 def test_the_fast_walk_for_varints_over_64_bits_agrees_with_the_scanner(raw: bytes) -> None:
-    from llmgw_wire.codec.diagnose import diagnose  # the full walk: the reference here
+    from llmgw_wire.codec._diagnose import diagnose  # the full walk: the reference here
 
     try:
         REGISTER().ParseFromString(raw)
@@ -1118,7 +1118,7 @@ def test_the_varint_walk_takes_memory_in_proportion() -> None:
 
 def test_the_varint_walk_is_bounded_and_refuses_what_it_could_not_tell() -> None:
     """Empty unknown groups are each a step in Python: past the budget, refused, saying why."""
-    from llmgw_wire.codec.varint64 import WALK_STEPS
+    from llmgw_wire.codec._varint64 import WALK_STEPS
 
     suspect = ld(1, "中文字A".encode())
     within = group(99, b"") * (WALK_STEPS // 4) + suspect

@@ -34,7 +34,7 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.codec import wire_class
-from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.codec._schema import CLASSES
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS

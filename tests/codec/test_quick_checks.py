@@ -17,17 +17,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmgw_wire import Compute, DecodeError, Registration, decode, encode
-from llmgw_wire.codec import limits
-from llmgw_wire.codec.limits import (
+from llmgw_wire.codec import _limits as limits
+from llmgw_wire.codec._limits import (
     _QUICK_COUNTS,
     DEFAULT_MAX_ITEMS,
     MERGE_BYTES,
     item_budget,
     item_count,
 )
-from llmgw_wire.codec.reader import ProblemKind
-from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, SKELETONS
-from llmgw_wire.codec.varint64 import _OVER_64_BITS, WALK_STEPS, over_64_bits, suspect
+from llmgw_wire.codec._reader import ProblemKind
+from llmgw_wire.codec._schema import CLASSES, DECODE_CLASSES, SKELETONS
+from llmgw_wire.codec._varint64 import _OVER_64_BITS, WALK_STEPS, over_64_bits, suspect
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.sample import sample_registration
 from tests.support import LEN, group, ld, tag, varint, vi

@@ -14,9 +14,9 @@ import attrs
 import pytest
 
 from llmgw_wire import DecodeError, Registration, decode, encode, v1
-from llmgw_wire.codec.binary import compiled_upb
+from llmgw_wire.codec._binary import compiled_upb
 from llmgw_wire.domain import GPU, Compute, GPUHealth, Node
-from llmgw_wire.mapping.compiler import INTERNED_CHARS, INTERNED_MAX
+from llmgw_wire.mapping._compiler import INTERNED_CHARS, INTERNED_MAX
 from llmgw_wire.testing.sample import sample_registration
 from tests.support import ld
 
@@ -127,7 +127,7 @@ def test_a_placement_is_shared_across_shard_reports() -> None:
 @pytest.mark.parametrize("classes", ["CLASSES", "DECODE_CLASSES", "DOMAIN_CLASSES"])
 def test_the_structure_functions_read_a_map_as_each_parse_gives_it(classes: str) -> None:
     # A map, its entries as messages, or its entries' bytes: the same value.
-    from llmgw_wire.codec import schema
+    from llmgw_wire.codec import _schema as schema
 
     value = sample_registration()
     message = getattr(schema, classes)["llmgw.v1.Register"].FromString(encode(value))
@@ -136,7 +136,7 @@ def test_the_structure_functions_read_a_map_as_each_parse_gives_it(classes: str)
 
 def test_a_table_of_tuples_counts_their_elements(monkeypatch: pytest.MonkeyPatch) -> None:
     # Numbers hold no text: a tuple of many is bounded by its elements.
-    from llmgw_wire.mapping import compiler
+    from llmgw_wire.mapping import _compiler as compiler
 
     bound = 20_000
     monkeypatch.setattr(compiler, "INTERNED_CHARS", bound)

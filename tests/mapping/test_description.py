@@ -18,7 +18,8 @@ import pytest
 
 from llmgw_wire import compat
 from llmgw_wire._cli import main
-from llmgw_wire.mapping import PAIRS, description
+from llmgw_wire.mapping import PAIRS
+from llmgw_wire.mapping import _description as description
 
 REPO = Path(__file__).resolve().parents[2]
 

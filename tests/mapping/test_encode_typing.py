@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE
-from llmgw_wire.mapping.table import ModelWithMessage
+from llmgw_wire.mapping._table import ModelWithMessage
 
 if TYPE_CHECKING:
     from pathlib import Path

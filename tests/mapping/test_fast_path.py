@@ -41,12 +41,12 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.codec import wire_class
+from llmgw_wire.codec._binary import compiled_upb
 from llmgw_wire.codec._guard import reaches_map as _reaches_map
-from llmgw_wire.codec.binary import compiled_upb
-from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.codec._schema import CLASSES
 from llmgw_wire.mapping import pair_for
-from llmgw_wire.mapping.compiler import INTERNED_CHARS, INTERNED_MAX, _positional, _settable
-from llmgw_wire.mapping.rules import Embedded, Message, Messages, Repeated, Scalar
+from llmgw_wire.mapping._compiler import INTERNED_CHARS, INTERNED_MAX, _positional, _settable
+from llmgw_wire.mapping._rules import Embedded, Message, Messages, Repeated, Scalar
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
 from llmgw_wire.testing.sample import sample_command, sample_registration
@@ -394,7 +394,7 @@ def test_every_generated_builder_has_a_file_name_of_its_own() -> None:
     # As cattrs does: a traceback names the one generated function, and shows its line.
     import linecache
 
-    from llmgw_wire.codec.from_upb import _builders
+    from llmgw_wire.codec._from_upb import _builders
 
     functions = [fn for pair in _builders().values() for fn in pair]
     names = {fn.__code__.co_filename for fn in functions}
@@ -463,9 +463,10 @@ def test_the_table_of_shared_values_holds_little_text() -> None:
 
 def test_a_value_with_a_secret_is_never_kept_in_a_table(monkeypatch: pytest.MonkeyPatch) -> None:
     """Were a fabric's field a secret, fabrics would be built afresh, never shared."""
-    from llmgw_wire.codec.schema import CLASSES as UPB_CLASSES
+    from llmgw_wire.codec._schema import CLASSES as UPB_CLASSES
     from llmgw_wire.domain import GPUFabric
-    from llmgw_wire.mapping import SECRET_ATTRIBUTES, STATE_NUMBERS, compiler
+    from llmgw_wire.mapping import SECRET_ATTRIBUTES, STATE_NUMBERS
+    from llmgw_wire.mapping import _compiler as compiler
 
     secret = frozenset({*SECRET_ATTRIBUTES, (GPUFabric, "clique_id")})
     monkeypatch.setattr(compiler, "SECRET_ATTRIBUTES", secret)

@@ -27,10 +27,10 @@ from llmgw_wire import (
     v1,
 )
 from llmgw_wire.codec import make_converter
-from llmgw_wire.codec.binary import compiled_upb
-from llmgw_wire.codec.cattrs_converter import compiled_betterproto2
+from llmgw_wire.codec._binary import compiled_upb
+from llmgw_wire.codec._cattrs_converter import compiled_betterproto2
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE
-from llmgw_wire.mapping.compiler import Hooks, compile_backend
+from llmgw_wire.mapping._compiler import Hooks, compile_backend
 from llmgw_wire.testing.fuzz import fuzz
 from llmgw_wire.testing.laws import law_named
 from llmgw_wire.testing.sample import sample_command, sample_registration

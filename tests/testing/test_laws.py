@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from llmgw_wire import DecodeError, State, converter, decode, v1
 from llmgw_wire.codec import make_converter, wire_class
-from llmgw_wire.codec.schema import CLASSES
+from llmgw_wire.codec._schema import CLASSES
 from llmgw_wire.domain import GPU, AdoptedShard, Registration, ShardCommand, ShardSpec
 from llmgw_wire.mapping import PAIRS
 from llmgw_wire.testing import strategies as lst

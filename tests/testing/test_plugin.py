@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import llmgw_wire as wire
 from llmgw_wire.codec import converter, decode, encode
-from llmgw_wire.codec.cattrs_converter import betterproto2_classes
+from llmgw_wire.codec._cattrs_converter import betterproto2_classes
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE
 from llmgw_wire.testing import _registry
 from llmgw_wire.testing import strategies as lst
@@ -211,7 +211,7 @@ import sys
 from hypothesis import given, settings, strategies as st
 import llmgw_wire as wire
 import llmgw_wire.v1
-from llmgw_wire.codec.binary import decode, encode
+from llmgw_wire.codec._binary import decode, encode
 from llmgw_wire.testing import _registry
 
 report = {"hooked": len(_registry.with_resolver) == len(_registry.registered())}

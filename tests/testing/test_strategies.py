@@ -27,7 +27,7 @@ from llmgw_wire import (
     state_from_wire,
     v1,
 )
-from llmgw_wire.mapping.rules import INT_RANGES
+from llmgw_wire.mapping._rules import INT_RANGES
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
 

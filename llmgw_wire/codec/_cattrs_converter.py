@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 import cattrs
 
+from llmgw_wire.codec._classes import betterproto2_classes, not_top_level, top_level, wire_class
 from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure
-from llmgw_wire.codec.classes import betterproto2_classes, not_top_level, top_level, wire_class
 from llmgw_wire.errors import DecodeError, shown
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE, STATE_NUMBERS, pair_for
-from llmgw_wire.mapping.compiler import Betterproto2, Compiled, Hooks, compile_backend
+from llmgw_wire.mapping._compiler import Betterproto2, Compiled, Hooks, compile_backend
 
 if TYPE_CHECKING:
     from collections.abc import Callable

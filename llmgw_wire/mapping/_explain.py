@@ -10,15 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from llmgw_wire.errors import EncodeError, format_path, shown
-from llmgw_wire.mapping.rules import FieldRule, Messages, Path, Rule
+from llmgw_wire.mapping._rules import FieldRule, Messages, Path, Rule
+from llmgw_wire.mapping._table import flat_fields, pair_for
 from llmgw_wire.mapping.secrets import is_secret
-from llmgw_wire.mapping.table import flat_fields, pair_for
 
 __all__ = ["explain_value", "explain_wire"]
 
 
 class _TableWalk:
-    """The explaining walk over `llmgw_wire.mapping.table`, as the rules call it."""
+    """The explaining walk over `llmgw_wire.mapping._table`, as the rules call it."""
 
     def value(self, value: Any, path: Path) -> None:
         pair = pair_for(type(value))

@@ -3,8 +3,8 @@
 Google's parser (upb) does the real work of `decode`. Two walks over the raw
 bytes run beside it, each in its own module, both on this reader:
 
-* `llmgw_wire.codec.diagnose`, cold: why upb refused the bytes, and where;
-* `llmgw_wire.codec.varint64`, hot: whether bytes upb accepted hold a
+* `llmgw_wire.codec._diagnose`, cold: why upb refused the bytes, and where;
+* `llmgw_wire.codec._varint64`, hot: whether bytes upb accepted hold a
   varint of more than 64 bits, which Go's runtime refuses.
 
 Here: the wire types, the fields of a message as the walks need them, the

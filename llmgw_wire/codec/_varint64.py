@@ -4,8 +4,8 @@ upb drops the bits past the 64th of a ten-byte varint, where Go's runtime
 refuses the message. A translation of every byte to its class, and a search,
 rule such a varint out at C speed, negative numbers included; a regular
 expression, then a walk over the bytes (on the reader of
-`llmgw_wire.codec.reader`), decide only for bytes with a suspect run; once
-it finds one, the explainer (`llmgw_wire.codec.diagnose`) names its field.
+`llmgw_wire.codec._reader`), decide only for bytes with a suspect run; once
+it finds one, the explainer (`llmgw_wire.codec._diagnose`) names its field.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import re
 from functools import cache
 from typing import TYPE_CHECKING
 
-from llmgw_wire.codec.diagnose import EXPLAIN_FIELDS, diagnose
-from llmgw_wire.codec.reader import (
+from llmgw_wire.codec._diagnose import EXPLAIN_FIELDS, diagnose
+from llmgw_wire.codec._reader import (
     I32,
     I64,
     LEN,

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf.descriptor import FieldDescriptor
 
+from llmgw_wire.codec._classes import betterproto2_classes
 from llmgw_wire.codec._guard import serializer
-from llmgw_wire.codec.classes import betterproto2_classes
-from llmgw_wire.mapping.compiler import exec_generated
+from llmgw_wire.mapping._compiler import exec_generated
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,7 +91,7 @@ def _builders() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
 
     The first drops unknown fields; the second keeps each message's own.
     """
-    from llmgw_wire.codec.schema import CLASSES
+    from llmgw_wire.codec._schema import CLASSES
 
     classes = betterproto2_classes()
     names: dict[str, Any] = {"_unknown": top_level_unknown}

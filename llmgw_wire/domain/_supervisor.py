@@ -6,7 +6,7 @@ import enum
 
 from attrs import frozen
 
-from llmgw_wire.domain.engines import Compute
+from llmgw_wire.domain._engines import Compute
 
 __all__ = ["ShardReport", "State"]
 

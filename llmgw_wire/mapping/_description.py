@@ -31,13 +31,13 @@ import attrs
 
 from llmgw_wire import mapping
 from llmgw_wire.compat import CompatError, Finding
-from llmgw_wire.mapping import rules as _rules
-from llmgw_wire.mapping.table import mapped_fields
+from llmgw_wire.mapping import _rules
+from llmgw_wire.mapping._table import mapped_fields
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 
-    from llmgw_wire.mapping.table import Pair
+    from llmgw_wire.mapping._table import Pair
 
 __all__ = [
     "FIELD_NOT_MAPPED",

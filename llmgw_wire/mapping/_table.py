@@ -1,7 +1,7 @@
 """The mapping between wire messages and domain models, as data.
 
 One `Pair` per domain model says which wire message carries it and, attribute
-by attribute, how (`llmgw_wire.mapping.rules` has the vocabulary: renames, flat wire
+by attribute, how (`llmgw_wire.mapping._rules` has the vocabulary: renames, flat wire
 fields grouped into a nested value, presence, range checks). The codec
 compiles each pair into fast conversion functions for both wire backends, the
 checks explain refused values from it, and the documentation renders it: there
@@ -40,7 +40,7 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
-from llmgw_wire.mapping.rules import (
+from llmgw_wire.mapping._rules import (
     Constant,
     Embedded,
     EpochMillis,

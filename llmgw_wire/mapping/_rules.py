@@ -4,7 +4,7 @@ A rule is plain data (see `llmgw_wire.mapping` for the table of pairs built
 from them). Each rule knows three things about its attribute:
 
 * the source of the fast conversion code it contributes, for either direction
-  and either wire backend (`llmgw_wire.mapping.compiler` assembles these into one function per
+  and either wire backend (`llmgw_wire.mapping._compiler` assembles these into one function per
   pair);
 * how to check a domain value and say exactly what is wrong with it, which the
   codec runs only after the fast path has refused a value, to name the path;
@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 from attrs import frozen
 
-from llmgw_wire.domain.keepalive import EPOCH
-from llmgw_wire.domain.reconciler import leader_endpoint
+from llmgw_wire.domain._keepalive import EPOCH
+from llmgw_wire.domain._reconciler import leader_endpoint
 from llmgw_wire.errors import DecodeError, EncodeError
 
 if TYPE_CHECKING:
@@ -193,7 +193,7 @@ def from_epoch_millis(value: int) -> dt.datetime:
 class Walk(Protocol):
     """The explaining walk over a table of pairs, as the rules see it.
 
-    Rules know nothing of the table they are in (`llmgw_wire.mapping.table`);
+    Rules know nothing of the table they are in (`llmgw_wire.mapping._table`);
     a rule that holds another domain model asks the walk to explain it.
     """
 
@@ -209,7 +209,7 @@ class Walk(Protocol):
 
 
 class StructureWriter(Protocol):
-    """What a rule asks of the writer of a structure function (`llmgw_wire.mapping.compiler`).
+    """What a rule asks of the writer of a structure function (`llmgw_wire.mapping._compiler`).
 
     The writer knows the wire backend's idioms; a rule says only which field
     holds its attribute and how it is converted. Rules are below the compiler:
@@ -249,7 +249,7 @@ class StructureWriter(Protocol):
 
 
 class UnstructureWriter(Protocol):
-    """What a rule asks of the writer of an unstructure function (`llmgw_wire.mapping.compiler`)."""
+    """What a rule asks of the writer of an unstructure function (`_compiler`)."""
 
     @property
     def domain(self) -> type:
@@ -328,7 +328,7 @@ class Rule:
     attr: str
 
     #: What kind of rule it is: the closed set of `RuleKind`, what the
-    #: mapping's description (`llmgw_wire.mapping.description`) records.
+    #: mapping's description (`llmgw_wire.mapping._description`) records.
     rule_kind: ClassVar[RuleKind]
     #: Whether the attribute is one field of scalars of the pair's own message
     #: (a scalar, a repeated scalar, a map, a state, a duration or a time):

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import message_factory
 
-from llmgw_wire.codec.schema import CLASSES, COUNTED, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS
+from llmgw_wire.codec._schema import CLASSES, COUNTED, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS
 from llmgw_wire.errors import DecodeError
-from llmgw_wire.mapping.compiler import exec_generated
+from llmgw_wire.mapping._compiler import exec_generated
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -112,7 +112,7 @@ def item_count(message: Any, stop_above: int | None = None) -> int:
     """Elements of every repeated field and map of `message`, at any depth.
 
     The count runs on a message of either `CLASSES` or `SKELETONS`
-    (`llmgw_wire.codec.schema`). On a skeleton, repeated messages are bytes:
+    (`llmgw_wire.codec._schema`). On a skeleton, repeated messages are bytes:
     the elements that hold repeated fields of their own are parsed one by one
     as skeletons, so that no more than one of them is in memory at a time.
     With `stop_above`, counting stops as soon as the count is over it: the

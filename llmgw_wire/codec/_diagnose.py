@@ -1,7 +1,7 @@
 """Why upb refused bytes: the first problem, its offset, its field and what is wrong.
 
 upb's own message is vague ("Wire format was corrupt"), so this walk reads the
-bytes the way upb does (`llmgw_wire.codec.reader`) and names the first
+bytes the way upb does (`llmgw_wire.codec._reader`) and names the first
 problem. It runs only after upb refused the bytes (cold), stops at that
 problem and allocates nothing but the small slices it checks, so a hostile
 length prefix costs nothing. It costs far more per field than upb's parse, so
@@ -17,7 +17,7 @@ from __future__ import annotations
 import codecs
 from typing import TYPE_CHECKING
 
-from llmgw_wire.codec.reader import (
+from llmgw_wire.codec._reader import (
     EGROUP,
     I32,
     I64,

@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from attrs import field, frozen
 
+from llmgw_wire.domain._discovery import GPU, IMEX, Host, Inventory, LocalWeights, Storage
+from llmgw_wire.domain._reconciler import AdoptedShard
 from llmgw_wire.domain._values import seq, str_map
-from llmgw_wire.domain.discovery import GPU, IMEX, Host, Inventory, LocalWeights, Storage
-from llmgw_wire.domain.reconciler import AdoptedShard
 
 __all__ = ["FabricAttachment", "Node", "NodeState", "Registration"]
 

@@ -2,8 +2,8 @@
 
 The mapping is compiled for the upb backend, so that a domain value goes to
 bytes and back with no betterproto2 object in between. Parsing is strict:
-upb refuses malformed bytes, the explainer (`llmgw_wire.codec.diagnose`) says what
-and where, and the limits (`llmgw_wire.codec.limits`) bound what an input can
+upb refuses malformed bytes, the explainer (`llmgw_wire.codec._diagnose`) says what
+and where, and the limits (`llmgw_wire.codec._limits`) bound what an input can
 cost.
 """
 
@@ -14,22 +14,22 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from google.protobuf.message import DecodeError as _PbDecodeError
 
+from llmgw_wire.codec._classes import betterproto2_classes, not_top_level
+from llmgw_wire.codec._diagnose import diagnose
+from llmgw_wire.codec._from_upb import build
 from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure, serializer
-from llmgw_wire.codec.classes import betterproto2_classes, not_top_level
-from llmgw_wire.codec.diagnose import diagnose
-from llmgw_wire.codec.from_upb import build
-from llmgw_wire.codec.limits import (
+from llmgw_wire.codec._limits import (
     DEFAULT_MAX_ITEMS,
     DEFAULT_MAX_SIZE,
     ITEMS_ANY_SIZE,
     check_items,
     item_budget,
 )
-from llmgw_wire.codec.schema import CLASSES, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS, STR_ENTRY
-from llmgw_wire.codec.varint64 import over_64_bits
+from llmgw_wire.codec._schema import CLASSES, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS, STR_ENTRY
+from llmgw_wire.codec._varint64 import over_64_bits
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping import PAIRS_WITH_MESSAGE, STATE_NUMBERS, pair_for
-from llmgw_wire.mapping.compiler import Compiled, Upb, compile_backend
+from llmgw_wire.mapping._compiler import Compiled, Upb, compile_backend
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import betterproto2
     from google.protobuf.message import Message
 
-    from llmgw_wire.mapping.table import ModelWithMessage
+    from llmgw_wire.mapping._table import ModelWithMessage
 
 __all__ = ["compiled_upb", "decode", "encode", "parse"]
 
@@ -143,7 +143,7 @@ def _counted_first(raw: bytes, name: str, max_items: int) -> bool:
     """Count the elements of `raw` on a skeleton, before the real parse; False if it could not.
 
     The skeleton reads repeated messages as bytes, and the count parses them
-    as it goes (`llmgw_wire.codec.limits.check_items`); bytes that upb cannot
+    as it goes (`llmgw_wire.codec._limits.check_items`); bytes that upb cannot
     read are left to the real parse, which refuses them and says where.
     """
     skeleton = _parse_as(SKELETONS[name], raw, name)

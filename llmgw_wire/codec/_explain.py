@@ -2,7 +2,7 @@
 
 The compiled conversion functions do no bookkeeping: they raise one of
 `REFUSED` (`llmgw_wire.codec._guard`) and nothing more. Only then does the
-explaining walk of the mapping (`llmgw_wire.mapping.explain`) run, on the
+explaining walk of the mapping (`llmgw_wire.mapping._explain`) run, on the
 refused value alone, to build the path and the reason. When the walk finds
 nothing wrong, the two readings of the table disagree: that is the library's
 `InternalError`, never a bare `AssertionError`.
@@ -14,7 +14,7 @@ from typing import Any
 
 from llmgw_wire.errors import DecodeError, EncodeError, InternalError
 from llmgw_wire.mapping import pair_for
-from llmgw_wire.mapping.explain import explain_value, explain_wire
+from llmgw_wire.mapping._explain import explain_value, explain_wire
 
 __all__ = ["explain_decode", "explain_encode"]
 

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 from attrs import field, frozen
 
+from llmgw_wire.domain._engines import Compute, ShardSpec
+from llmgw_wire.domain._supervisor import State
 from llmgw_wire.domain._values import seq
-from llmgw_wire.domain.engines import Compute, ShardSpec
-from llmgw_wire.domain.supervisor import State
 
 __all__ = ["AdoptedShard", "Compute", "ShardCommand", "StopCommand", "leader_endpoint"]
 

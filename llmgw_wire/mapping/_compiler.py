@@ -36,15 +36,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from llmgw_wire.domain import FrozenMap, State
-from llmgw_wire.domain.reconciler import leader_endpoint
-from llmgw_wire.mapping import rules
+from llmgw_wire.domain._reconciler import leader_endpoint
+from llmgw_wire.mapping import _rules as rules
+from llmgw_wire.mapping._table import PAIRS, STATES_BY_NUMBER, Pair
 from llmgw_wire.mapping.secrets import SECRET_ATTRIBUTES
-from llmgw_wire.mapping.table import PAIRS, STATES_BY_NUMBER, Pair
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from llmgw_wire.mapping.rules import ScalarKind
+    from llmgw_wire.mapping._rules import ScalarKind
 
 
 __all__ = [
