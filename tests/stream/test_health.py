@@ -205,10 +205,12 @@ def test_list_gives_every_status() -> None:
         )
 
 
+@pytest.mark.slow
 def test_watches_are_counted_per_peer_and_server_and_end_after_their_lifetime() -> None:
     """Anyone may watch before registering: a few at a time, for a while, then the door shuts."""
+    # A lifetime long enough that the first watches are still open when the next are refused.
     limits = ServerLimits(
-        max_side_calls=3, max_side_calls_per_peer=2, side_call_lifetime=1.0, connection_idle=1.0
+        max_side_calls=3, max_side_calls_per_peer=2, side_call_lifetime=5.0, connection_idle=1.0
     )
     request = health_pb2.HealthCheckRequest(service="no.such.Service")
 
@@ -249,11 +251,12 @@ def test_watches_are_counted_per_peer_and_server_and_end_after_their_lifetime() 
     run(main)
 
 
+@pytest.mark.slow
 def test_reflection_calls_are_counted_and_end_after_their_lifetime() -> None:
     pytest.importorskip("grpc_reflection")
     route = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
     list_services = b"\x3a\x00"  # ServerReflectionRequest.list_services = ""
-    limits = ServerLimits(max_side_calls_per_peer=1, side_call_lifetime=1.0)
+    limits = ServerLimits(max_side_calls_per_peer=1, side_call_lifetime=5.0)
 
     async def main() -> None:
         server = await start_server(Holding(), reflection=True, limits=limits)
