@@ -15,6 +15,11 @@ served through grpc's generic handlers: the same bytes on the wire as
 grpcio-health-checking's servicer, without its generated code, which
 demands the newest protobuf runtime of its release (7.35.1 for grpcio
 1.84) and would force it on every service that depends on the library.
+Anyone who can connect may ask, before any registration: each `Watch` is
+counted against the server's side calls (`ServerLimits.max_side_calls`, and
+a peer's share of them) and ends after `ServerLimits.side_call_lifetime`,
+so that neither a flood of watches nor one held forever keeps a connection
+from being closed when idle.
 """
 
 from __future__ import annotations
@@ -27,8 +32,16 @@ import grpc.aio
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from llmgw_wire.codec._guard import serializer
+from llmgw_wire.stream._peers import Shares, peer_of_call
 
-__all__ = ["HEALTH_FILE", "HEALTH_SERVICE", "Health", "health_messages"]
+__all__ = [
+    "HEALTH_FILE",
+    "HEALTH_SERVICE",
+    "TOO_MANY_SIDE_CALLS",
+    "Health",
+    "admit_side_call",
+    "health_messages",
+]
 
 #: The full name of the standard health service.
 HEALTH_SERVICE: Final = "grpc.health.v1.Health"
@@ -87,6 +100,25 @@ def _health_file() -> descriptor_pb2.FileDescriptorProto:
     return file
 
 
+#: The details of a side call (a health `Watch`, reflection) refused for the
+#: server's budget of them, or its peer's share.
+TOO_MANY_SIDE_CALLS: Final = {
+    "server": "too many health and reflection calls open on this server",
+    "peer": "too many health and reflection calls open from this peer",
+}
+
+
+async def admit_side_call(
+    calls: Shares[object] | None, context: grpc.aio.ServicerContext[Any, Any]
+) -> None:
+    """Count the call of `context` against `calls`, or end it with RESOURCE_EXHAUSTED."""
+    if calls is None:
+        return
+    over = calls.enter(context, peer_of_call(context))
+    if over is not None:
+        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, TOO_MANY_SIDE_CALLS[over])
+
+
 #: grpc's `grpc/health/v1/health.proto`, as a descriptor: what the service
 #: serves, and what server reflection describes it with.
 HEALTH_FILE: Final = _health_file()
@@ -123,13 +155,24 @@ class Health:
 
     grpc's own servicer keeps each `Watch` open until the server ends it,
     which would hold every graceful stop for its whole grace period: here a
-    `Watch` ends, with OK, once it has sent the NOT_SERVING of a stop.
+    `Watch` ends, with OK, once it has sent the NOT_SERVING of a stop, or
+    once it has been open `lifetime` seconds. Each is counted in `calls`
+    while it is open; one over its budget is refused with RESOURCE_EXHAUSTED.
     """
 
-    def __init__(self, services: tuple[str, ...], *, serving: bool = True) -> None:
+    def __init__(
+        self,
+        services: tuple[str, ...],
+        *,
+        serving: bool = True,
+        calls: Shares[object] | None = None,
+        lifetime: float | None = None,
+    ) -> None:
         self._status = dict.fromkeys(("", *services), _SERVING if serving else _NOT_SERVING)
         self._changed = asyncio.Condition()
         self._stopping = False
+        self._calls = calls
+        self._lifetime = lifetime
 
     @property
     def serving(self) -> bool:
@@ -193,16 +236,33 @@ class Health:
     async def Watch(  # noqa: N802 (the service's method)
         self, request: Any, context: grpc.aio.ServicerContext[Any, Any]
     ) -> None:
-        """Each change of the status of `request.service`, until a stop has been said."""
+        """Each change of the status of `request.service`, until a stop has been said.
+
+        It ends, with OK, after the lifetime of side calls: its client watches again.
+        """
+        await admit_side_call(self._calls, context)
+        try:
+            await self._watch(request.service, context)
+        finally:
+            if self._calls is not None:
+                self._calls.leave(context)
+
+    async def _watch(self, service: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        loop = asyncio.get_running_loop()
+        until = None if self._lifetime is None else loop.time() + self._lifetime
         sent = None
 
         def news() -> bool:
-            return self._status.get(request.service, _UNKNOWN) != sent or self._stopping
+            return self._status.get(service, _UNKNOWN) != sent or self._stopping
 
         while True:
             async with self._changed:
-                await self._changed.wait_for(news)
-                status = self._status.get(request.service, _UNKNOWN)
+                try:
+                    left = None if until is None else max(0.0, until - loop.time())
+                    await asyncio.wait_for(self._changed.wait_for(news), left)
+                except asyncio.TimeoutError:
+                    return
+                status = self._status.get(service, _UNKNOWN)
             if status != sent:
                 # Written outside the lock: a slow watcher holds up no one else.
                 await context.write(_RESPONSE(status=status))

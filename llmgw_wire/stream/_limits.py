@@ -33,6 +33,27 @@ class ServerLimits:
             registered yet; a call beyond it is refused at once with
             RESOURCE_EXHAUSTED. The registration timeout bounds how long each
             may wait; this bounds how many.
+        max_unregistered_calls_per_peer: of those, the calls one peer may
+            hold (a peer: the client's host address, or under mutual TLS its
+            certificate's identity); a call beyond it is refused at once with
+            RESOURCE_EXHAUSTED, and the rest of the budget stays for others.
+            Agents behind one NAT or proxy share it.
+        max_bytes_per_peer: bytes of one peer's messages the server holds at
+            once, counted at their size after decompression from when their
+            decoding may begin until `handle` asks for the value after them:
+            read ahead, decoded, or the value `handle` has. A message read
+            while it is full waits, within as many bytes again for the
+            messages waiting; one past that ends its call with
+            RESOURCE_EXHAUSTED. One message is let in whatever its size when
+            the peer holds nothing.
+        max_side_calls: calls of the health service's `Watch` and of server
+            reflection open at once on the whole server; a call beyond it is
+            refused with RESOURCE_EXHAUSTED.
+        max_side_calls_per_peer: of those, the calls one peer may hold.
+        side_call_lifetime: seconds such a call stays open at most (a
+            `Watch` then ends with OK: its client watches again), so that a
+            connection holding only them is still closed when idle; None
+            keeps them open.
         connection_idle: seconds a connection with no call is kept
             (grpc-go's `MaxConnectionIdle`); None keeps it.
         connection_age: seconds after which a connection is asked to go away
@@ -60,6 +81,11 @@ class ServerLimits:
     call_window: int = field(default=64 * 1024, validator=_positive)
     max_calls_per_connection: int = field(default=16, validator=_positive)
     max_unregistered_calls: int = field(default=256, validator=_positive)
+    max_unregistered_calls_per_peer: int = field(default=32, validator=_positive)
+    max_bytes_per_peer: int = field(default=5 * 1024 * 1024, validator=_positive)
+    max_side_calls: int = field(default=64, validator=_positive)
+    max_side_calls_per_peer: int = field(default=8, validator=_positive)
+    side_call_lifetime: float | None = field(default=60.0, validator=_positive)
     connection_idle: float | None = field(default=300.0, validator=_positive)
     connection_age: float | None = field(default=None, validator=_positive)
     connection_age_grace: float | None = field(default=None, validator=_positive)

@@ -8,6 +8,7 @@ stream of bad messages through as a few lines with a count.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import time
@@ -19,9 +20,14 @@ if TYPE_CHECKING:
 __all__ = [
     "BAD_MESSAGE_LOG_INTERVAL",
     "FIRST_LINES_AT_MOST",
+    "LINES_PER_MINUTE",
+    "LINES_PER_MINUTE_PER_PEER",
+    "LINE_BUDGET",
     "EscapingFilter",
     "FirstLines",
+    "LineBudget",
     "Throttle",
+    "current_peer",
     "escaped_traceback",
     "printable",
 ]
@@ -158,3 +164,108 @@ class FirstLines:
             return False
         self._seen.add(reason)
         return True
+
+
+#: Who the lines logged now are about: set by the control plane in each
+#: call's task (and so in the tasks and timers it starts); None elsewhere.
+current_peer: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "llmgw_wire_stream_peer", default=None
+)
+
+#: Lines a minute that the peers of the stream may cause, all of them together.
+LINES_PER_MINUTE: Final = 240
+#: Of those, the lines a minute one peer may cause.
+LINES_PER_MINUTE_PER_PEER: Final = 60
+# Peers whose own budget is remembered; past them the oldest is forgotten
+# (the budget of all of them together still holds).
+_PEERS_AT_MOST: Final = 1024
+
+
+class _Bucket:
+    """A token bucket of lines: `per_minute` a minute, as many at once."""
+
+    __slots__ = ("_at", "_per_second", "capacity", "tokens")
+
+    def __init__(self, per_minute: int, now: float) -> None:
+        self.capacity = float(per_minute)
+        self._per_second = per_minute / 60.0
+        self.tokens = self.capacity
+        self._at = now
+
+    def has(self, now: float) -> bool:
+        self.tokens = min(self.capacity, self.tokens + (now - self._at) * self._per_second)
+        self._at = now
+        return self.tokens >= 1.0
+
+
+class LineBudget(logging.Filter):
+    """Bounds the lines peers cause: `per_minute` in all, `per_peer` from one peer.
+
+    A line counts when it is logged in a call of the control plane
+    (`current_peer` is set), at INFO or above: a line a peer can cause by
+    opening calls and sending what it likes. Lines over the budget are
+    dropped and counted; the next line let through is preceded by one that
+    says how many were held back. Lines outside any call (the server's own,
+    an agent's) and debug lines (asked for) are not counted.
+    """
+
+    def __init__(
+        self,
+        per_minute: int = LINES_PER_MINUTE,
+        per_peer: int = LINES_PER_MINUTE_PER_PEER,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__()
+        self._clock = clock
+        self._per_minute = per_minute
+        self._per_peer = per_peer
+        self.reset()
+
+    def reset(self) -> None:
+        """Start afresh: every budget full, nothing held back."""
+        self._all = _Bucket(self._per_minute, self._clock())
+        self._peers: dict[str, _Bucket] = {}
+        #: Lines held back since the last one let through.
+        self.held = 0
+        #: Lines held back in all.
+        self.suppressed = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.INFO:
+            return True
+        peer = current_peer.get()
+        if peer is None or getattr(record, "_held_back_line", False):
+            return True
+        now = self._clock()
+        bucket = self._peers.pop(peer, None)  # back in last: the most recent peers stay
+        if bucket is None:
+            bucket = _Bucket(self._per_peer, now)
+            if len(self._peers) >= _PEERS_AT_MOST:
+                del self._peers[next(iter(self._peers))]
+        self._peers[peer] = bucket
+        # Both budgets must have room: a flood from one peer leaves the rest to others.
+        if not (bucket.has(now) and self._all.has(now)):
+            self.held += 1
+            self.suppressed += 1
+            return False
+        bucket.tokens -= 1.0
+        self._all.tokens -= 1.0
+        if self.held:
+            held, self.held = self.held, 0
+            line = logging.LogRecord(
+                record.name,
+                logging.WARNING,
+                record.pathname,
+                record.lineno,
+                "held back %d lines of the stream's log (over the budget of %d a minute, "
+                "%d from one peer)",
+                (held, self._per_minute, self._per_peer),
+                None,
+            )
+            line._held_back_line = True
+            logging.getLogger(record.name).handle(line)
+        return True
+
+
+#: The budget of the stream's logger (one per process: every server in it shares it).
+LINE_BUDGET: Final = LineBudget()

@@ -2,30 +2,44 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool
 
-from llmgw_wire.stream._health import HEALTH_FILE
+from llmgw_wire.stream._health import HEALTH_FILE, admit_side_call
 from llmgw_wire.v1.redaction import descriptor_set
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
     import grpc.aio
+
+    from llmgw_wire.stream._peers import Shares
 
 __all__ = ["serve_reflection"]
 
 
-def serve_reflection(server: grpc.aio.Server, services: tuple[str, ...]) -> None:
+def serve_reflection(
+    server: grpc.aio.Server,
+    services: tuple[str, ...],
+    *,
+    calls: Shares[object] | None = None,
+    lifetime: float | None = None,
+) -> None:
     """Serve `grpc.reflection.v1alpha.ServerReflection` for `services` on `server`.
 
     The schema's descriptors come from the library's own descriptor set, in a
     pool of their own: nothing is registered in the process's default pool.
+    Each call is counted in `calls` while it is open (one over its budget is
+    refused with RESOURCE_EXHAUSTED) and ends, with OK, after `lifetime`
+    seconds.
 
     Raises:
         ValueError: the grpcio-reflection package is not installed.
     """
     try:
-        from grpc_reflection.v1alpha import reflection, reflection_pb2
+        from grpc_reflection.v1alpha import reflection, reflection_pb2, reflection_pb2_grpc
     except ImportError:
         raise ValueError(
             "reflection needs the grpcio-reflection package: pip install 'llmgw-wire[reflection]'"
@@ -35,4 +49,26 @@ def serve_reflection(server: grpc.aio.Server, services: tuple[str, ...]) -> None
         pool.Add(file)
     pool.Add(HEALTH_FILE)
     pool.Add(descriptor_pb2.FileDescriptorProto.FromString(reflection_pb2.DESCRIPTOR.serialized_pb))
-    reflection.enable_server_reflection((*services, reflection.SERVICE_NAME), server, pool=pool)
+
+    class Counted(reflection.aio.ReflectionServicer):  # type: ignore[misc]
+        async def ServerReflectionInfo(  # noqa: N802 (the service's method)
+            self, requests: Any, context: grpc.aio.ServicerContext[Any, Any]
+        ) -> AsyncIterator[Any]:
+            await admit_side_call(calls, context)
+            answers = super().ServerReflectionInfo(requests, context)
+            loop = asyncio.get_running_loop()
+            until = None if lifetime is None else loop.time() + lifetime
+            try:
+                while True:
+                    left = None if until is None else max(0.0, until - loop.time())
+                    try:
+                        yield await asyncio.wait_for(answers.__anext__(), left)
+                    except (StopAsyncIteration, asyncio.TimeoutError):
+                        return
+            finally:
+                await answers.aclose()
+                if calls is not None:
+                    calls.leave(context)
+
+    servicer = Counted((*services, reflection.SERVICE_NAME), pool=pool)
+    reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)

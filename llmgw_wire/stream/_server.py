@@ -6,7 +6,9 @@ import abc
 import asyncio
 import contextlib
 import errno
+import functools
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
@@ -16,8 +18,9 @@ from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import PeerUnavailable, RegistrationTimeout, StreamError
 from llmgw_wire.stream._health import HEALTH_SERVICE, Health
 from llmgw_wire.stream._limits import ServerLimits
-from llmgw_wire.stream._logs import Throttle
+from llmgw_wire.stream._logs import Throttle, current_peer
 from llmgw_wire.stream._metrics import StreamMetrics, metrics_for
+from llmgw_wire.stream._peers import PeerBytes, Shares, address_of, peer_of
 from llmgw_wire.stream._protocol import (
     FAILED_TO_SERVE,
     METHOD,
@@ -47,6 +50,12 @@ __all__ = [
 
 logger = logging.getLogger("llmgw_wire.stream")
 
+#: The details of a call refused because its peer holds its whole share of
+#: the calls waiting to register (`ServerLimits.max_unregistered_calls_per_peer`).
+TOO_MANY_WAITING_FROM_PEER: Final = (
+    "too many calls from this peer waiting to register: connect again later"
+)
+
 
 class ControlPlane(abc.ABC):
     """Base class of a control plane: `handle` runs once per connected agent.
@@ -65,14 +74,6 @@ class ControlPlane(abc.ABC):
         INTERNAL and a message that says nothing of the exception, which is
         logged.
         """
-
-
-def _peer_address(peer: str | None) -> str:
-    # grpc says "ipv4:127.0.0.1:5555" or "ipv6:[::1]:5555".
-    if not peer:
-        return "an unknown address"
-    _, _, address = peer.partition(":")
-    return address or peer
 
 
 class AgentService:
@@ -104,8 +105,12 @@ class AgentService:
         self.plane = plane
         self._metrics = metrics
         self._limits = limits
-        # The sessions that have not registered yet: each leaves as it registers or ends.
-        self._waiting: set[ControlSession] = set()
+        # The sessions that have not registered yet, per peer: each leaves as it registers or ends.
+        self._waiting: Shares[ControlSession] = Shares(
+            limits.max_unregistered_calls, limits.max_unregistered_calls_per_peer
+        )
+        # Each peer's bytes held, shared by its sessions while it has any.
+        self._held: weakref.WeakValueDictionary[str, PeerBytes] = weakref.WeakValueDictionary()
         # Calls over the cap come as fast as a client makes them: a line per interval.
         self._over_cap_log = Throttle()
         self._node_identity = node_identity
@@ -119,7 +124,16 @@ class AgentService:
         self._drained = asyncio.Event()
         self._drained.set()
         self._stopping = False
-        self._health = Health((SERVICE,), serving=serving)
+        # The side doors (health's Watch, reflection) share one budget of calls.
+        self._side_calls: Shares[object] = Shares(
+            limits.max_side_calls, limits.max_side_calls_per_peer
+        )
+        self._health = Health(
+            (SERVICE,),
+            serving=serving,
+            calls=self._side_calls,
+            lifetime=limits.side_call_lifetime,
+        )
 
     def __repr__(self) -> str:
         return f"<AgentService calls={len(self._enders)}>"
@@ -198,7 +212,7 @@ class AgentService:
         certificate = PeerCertificate.from_auth_context(context.auth_context())
         session = ControlSession(
             call,
-            _peer_address(context.peer()),
+            address_of(context.peer()),
             metadata=metadata,
             check_node_id=self._check_node_id(certificate) if self._node_identity else None,
             end=end,
@@ -209,7 +223,12 @@ class AgentService:
         session.certificate = certificate
         session.send_timeout = self._limits.send_timeout
         session._metrics = self._metrics
-        session._on_registered = self._waiting.discard
+        session._on_registered = self._waiting.leave
+        key = peer_of(session.peer, certificate)
+        held = self._held.get(key)
+        if held is None:
+            held = self._held[key] = PeerBytes(key, self._limits.max_bytes_per_peer)
+        session._bytes = held
         return session
 
     async def _serve(
@@ -238,6 +257,8 @@ class AgentService:
 
         call = _ServerCall(context)
         session = self._session(context, call, end)
+        # Every line of this call's tasks counts against its peer's share of the log.
+        current_peer.set(session._bytes.key)
         refusal = self._admission(session)
         if refusal is not None:
             _set_status(context, refusal)
@@ -268,10 +289,12 @@ class AgentService:
             raise
         finally:
             self._metrics.agents(-1)
-            self._waiting.discard(session)
+            self._waiting.leave(session)
             if timer is not None:
                 timer.cancel()
             await session._stop_reading()
+            # The session held `end`, whose closure holds the session: no cycle outlives the call.
+            session._end_call = None
             self._enders.discard(end)
             if not self._enders:
                 self._drained.set()
@@ -281,13 +304,15 @@ class AgentService:
         if self._stopping or not self._health.serving:
             self._metrics.refused("stopping" if self._stopping else "not_serving")
             return PeerUnavailable(STOPPING if self._stopping else NOT_SERVING)
-        if not self._room_to_register(session):
+        over = self._waiting.enter(session, session._bytes.key)
+        if over is not None:
+            why = TOO_MANY_WAITING if over == "server" else TOO_MANY_WAITING_FROM_PEER
             allowed, held = self._over_cap_log.allow()
             if allowed:
                 more = f" ({held} more since the last line)" if held else ""
-                logger.warning("refused %s%s: %s", session, more, TOO_MANY_WAITING)
+                logger.warning("refused %s%s: %s", session, more, why)
             self._metrics.refused("limit")
-            return StreamError(TOO_MANY_WAITING, code="RESOURCE_EXHAUSTED")
+            return StreamError(why, code="RESOURCE_EXHAUSTED")
         return None
 
     async def _authorized(self, session: ControlSession) -> StreamError | None:
@@ -304,13 +329,6 @@ class AgentService:
             logger.exception("authorizing %s failed", session)
             return StreamError(FAILED_TO_SERVE, code="INTERNAL")
         return None
-
-    def _room_to_register(self, session: ControlSession) -> bool:
-        """Whether `session` may wait for its registration; if so, it is counted."""
-        if len(self._waiting) >= self._limits.max_unregistered_calls:
-            return False
-        self._waiting.add(session)
-        return True
 
     @staticmethod
     def _outcome(
@@ -335,7 +353,15 @@ class AgentService:
     def _registration_late(
         self, session: ControlSession, end: Callable[[StreamError], None]
     ) -> None:
-        """The registration deadline has passed: end the call unless the agent registered."""
+        """The registration deadline has passed: end the call unless the agent registered.
+
+        A registration whose bytes arrived in time is decoded first (it may
+        wait for its turn at the decode slot).
+        """
+        if not session.registered.is_set():
+            session._registration_due(functools.partial(self._unregistered, session, end))
+
+    def _unregistered(self, session: ControlSession, end: Callable[[StreamError], None]) -> None:
         if session.registered.is_set():
             return
         timeout = self._registration_timeout
@@ -665,7 +691,12 @@ def add_to_server(
     if health:
         service._health.add_to(server)
     if reflection:
-        serve_reflection(server, (SERVICE, HEALTH_SERVICE) if health else (SERVICE,))
+        serve_reflection(
+            server,
+            (SERVICE, HEALTH_SERVICE) if health else (SERVICE,),
+            calls=service._side_calls,
+            lifetime=limits.side_call_lifetime,
+        )
     return service
 
 

@@ -16,7 +16,6 @@ import collections
 import contextlib
 import logging
 import time
-import weakref
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
@@ -43,8 +42,9 @@ from llmgw_wire.errors import (
     StreamClosed,
     StreamError,
 )
-from llmgw_wire.stream._logs import EscapingFilter, FirstLines, Throttle
+from llmgw_wire.stream._logs import LINE_BUDGET, EscapingFilter, FirstLines, Throttle
 from llmgw_wire.stream._metrics import NO_METRICS, StreamMetrics, refusal_of
+from llmgw_wire.stream._peers import PeerBytes, decode_turns
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -61,7 +61,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("llmgw_wire.stream")
-# The one logger of the stream's modules: no argument a peer sent can break a line.
+# The one logger of the stream's modules: the lines peers cause are bounded
+# in number, and no argument a peer sent can break a line.
+logger.addFilter(LINE_BUDGET)
 logger.addFilter(EscapingFilter())
 
 FromAgent: TypeAlias = Registration | ShardReport | Heartbeat
@@ -78,16 +80,19 @@ BadMessagePolicy: TypeAlias = Literal["skip", "end"]
 REFUSED_COMMAND: Final = "command not run: it does not decode"
 
 # How many received values a session holds before it stops reading (and
-# HTTP/2 flow control makes the peer wait).
+# HTTP/2 flow control makes the peer wait); the bytes they hold are bounded
+# per peer besides (`PeerBytes`).
 _READ_AHEAD = 8
+#: Bytes of one peer's messages held at once (read, decoded, or the last
+#: handed to the reader), by default: a message at the size limit and 1 MiB.
+DEFAULT_PEER_BYTES: Final = DEFAULT_MAX_SIZE + 1024 * 1024
+#: How the details of a call ended because its peer's messages, held and
+#: waiting, fill both its budgets of bytes begin (RESOURCE_EXHAUSTED).
+PEER_OVER_BUDGET: Final = "too many bytes of messages from this peer waiting to be read"
 # Messages larger than this are decoded in a thread, so that one big
-# registration does not hold up every other agent's stream.
+# registration does not hold up every other agent's stream; the event
+# loop's slot for them goes to peers in turn (`DecodeTurns`).
 _DECODE_OFF_LOOP_ABOVE = 256 * 1024
-# How many such decodes run at once, per event loop.
-_OFF_LOOP_DECODES = 1
-_decode_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-    weakref.WeakKeyDictionary()
-)
 #: How the status details of a call ended for a message, before the
 #: registration, that does not decode begin (INVALID_ARGUMENT); the rest is
 #: the `DecodeError`'s text, which names what was wrong and where.
@@ -97,14 +102,6 @@ UNREADABLE_BEFORE_REGISTRATION: Final = "a message before the registration does 
 #: the call with FAILED_PRECONDITION: a few kB of gzip that inflate to
 #: megabytes cost no decoding before anyone has registered.
 UNREGISTERED_MESSAGE_MAX: Final = 64 * 1024
-
-
-def _off_loop_decodes() -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    slots = _decode_slots.get(loop)
-    if slots is None:
-        slots = _decode_slots[loop] = asyncio.Semaphore(_OFF_LOOP_DECODES)
-    return slots
 
 
 def _is_registration(data: bytes) -> bool:
@@ -167,6 +164,9 @@ class _Session(Generic[S, R]):
     _inbound_name: str
     # What the session counts on; a server gives its own.
     _metrics: StreamMetrics = NO_METRICS
+    # Whether the message the reader holds is a registration still to be
+    # decoded (the control plane's end; see `ControlSession._registration_due`).
+    _arriving = False
 
     def __init__(
         self,
@@ -188,6 +188,12 @@ class _Session(Generic[S, R]):
         self._max_items = max_items
         # What the reader has read and `recv` not yet taken; the end stays last.
         self._inbox: collections.deque[R | _End] = collections.deque()
+        # The bytes each value of the inbox counts against its peer's budget,
+        # and those of the last value `recv` gave, until the next `recv`.
+        self._sizes: collections.deque[int] = collections.deque()
+        self._handed = 0
+        # The peer's budget of bytes held; a server gives the one its peer's calls share.
+        self._bytes = PeerBytes(peer, DEFAULT_PEER_BYTES)
         # The `recv` calls waiting for the inbox, first come first woken.
         self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
         # The deadlines of the waiting `recv` calls that have one (loop time),
@@ -350,6 +356,10 @@ class _Session(Generic[S, R]):
                 says which kind: `PeerUnavailable`, `PermissionDenied`, ...).
             DecodeError: the peer sent a bad message and the policy is "end".
         """
+        if self._handed:
+            # The value given last is the reader's now, no longer the session's.
+            self._bytes.give_back(self._handed)
+            self._handed = 0
         if self._end is None:
             if not self._inbox:
                 self.start_reading()
@@ -357,6 +367,7 @@ class _Session(Generic[S, R]):
             item = self._inbox[0]
             if not isinstance(item, _End):
                 self._inbox.popleft()
+                self._handed = self._sizes.popleft()
                 room = self._room
                 if room is not None and not room.done():
                     room.set_result(None)
@@ -435,12 +446,13 @@ class _Session(Generic[S, R]):
                 waiter.set_result(None)
                 return
 
-    async def _deliver(self, item: R | _End) -> None:
-        """Put `item` in the inbox, once there is room (the end always fits)."""
+    async def _deliver(self, item: R | _End, size: int = 0) -> None:
+        """Put `item` (`size` bytes counted) in the inbox, once there is room; the end fits."""
         if not isinstance(item, _End):
             while len(self._inbox) >= _READ_AHEAD:
                 self._room = asyncio.get_running_loop().create_future()
                 await self._room
+            self._sizes.append(size)
         self._inbox.append(item)
         self._wake()
 
@@ -468,14 +480,50 @@ class _Session(Generic[S, R]):
 
     async def _decode_off_loop(self, data: bytes) -> object:
         self._check_decodable(data)
-        # A few at a time: more threads only fight over the GIL, and each
-        # holds a large message's objects at once.
-        async with _off_loop_decodes():
+        # One at a time: more threads only fight over the GIL, and each
+        # holds a large message's objects at once; peers take turns.
+        turns = decode_turns()
+        await turns.acquire(self._bytes)
+        try:
             return await asyncio.to_thread(self._decode_only, data)
+        finally:
+            turns.release()
 
     def _not_decoded(self, data: bytes) -> DecodeError | None:
         """Why `data` is refused without decoding it (a bad message), or None."""
         return None
+
+    def _counted(self, data: bytes) -> bool:
+        """Note `data`'s arrival, and count it against the peer's bytes if it fits now."""
+        self._arrived(data)
+        return self._bytes.take(len(data))
+
+    async def _wait_for_room(self, size: int) -> None:
+        """Wait until the peer's bytes have room for `size` more; a peer over both budgets ends."""
+        if not self._bytes.may_wait(size):
+            error = StreamError(
+                f"{PEER_OVER_BUDGET} ({self._bytes.budget} bytes held and as many waiting)",
+                code="RESOURCE_EXHAUSTED",
+            )
+            self._over_budget(error)
+            raise error
+        await self._bytes.wait_take(size)
+
+    def _over_budget(self, error: StreamError) -> None:
+        """What else to do when a message finds its peer over both budgets of bytes."""
+
+    def _done_with(self, held: int) -> None:
+        """The reader is done with a message; `held` of its bytes, not delivered, are not held."""
+        self._bytes.give_back(held)
+        if self._arriving:
+            self._arrival_over()
+
+    def _arrived(self, data: bytes) -> None:
+        """A message's bytes are read: what to note before it waits for its decoding."""
+
+    def _arrival_over(self) -> None:
+        """The message noted by `_arrived` is decoded (or skipped, or refused)."""
+        self._arriving = False
 
     async def _read(self) -> None:
         error: BaseException | None = None
@@ -486,35 +534,40 @@ class _Session(Generic[S, R]):
                     logger.info("%s ended its side of the stream", self)
                     await self._inbound_ended()
                     break
+                # Counted against the peer's bytes before it is decoded: a peer
+                # whose messages fill its budget waits (and flow control makes it).
+                size = held = len(data)
+                if not self._counted(data):
+                    await self._wait_for_room(size)
                 try:
-                    # Small messages (all but a few) without a coroutine of their own.
-                    value = (
-                        self._decode_here(data)
-                        if len(data) <= _DECODE_OFF_LOOP_ABOVE
-                        else await self._decode_off_loop(data)
-                    )
-                except DecodeError as exc:
-                    self._metrics.refused(refusal_of(exc))
-                    if self._on_bad_message == "end":
-                        await self._bad_message_ends(exc)
-                        raise
-                    self.bad_messages += 1
-                    self._log_bad_message(exc)
-                    await self._bad_message_skipped(data, exc)
-                    continue
-                if isinstance(value, UnknownMember):
-                    self._skipped(value)
-                    continue
-                if self._metrics is not NO_METRICS:  # free without a meter provider
-                    self._metrics.message("received", self._inbound.member_of(value))
-                accepted = self._accept(value)  # type: ignore[arg-type]
-                if accepted is None:
-                    continue
-                if len(self._inbox) < _READ_AHEAD:  # room: no coroutine of its own
-                    self._inbox.append(accepted)
-                    self._wake()
-                else:
-                    await self._deliver(accepted)
+                    try:
+                        # Small messages (all but a few) without a coroutine of their own.
+                        value = (
+                            self._decode_here(data)
+                            if len(data) <= _DECODE_OFF_LOOP_ABOVE
+                            else await self._decode_off_loop(data)
+                        )
+                    except DecodeError as exc:
+                        self._metrics.refused(refusal_of(exc))
+                        if self._on_bad_message == "end":
+                            await self._bad_message_ends(exc)
+                            raise
+                        self.bad_messages += 1
+                        self._log_bad_message(exc)
+                        await self._bad_message_skipped(data, exc)
+                        continue
+                    accepted = self._received(value)
+                    if accepted is None:
+                        continue
+                    if len(self._inbox) < _READ_AHEAD:  # room: no coroutine of its own
+                        self._inbox.append(accepted)
+                        self._sizes.append(size)
+                        self._wake()
+                    else:
+                        await self._deliver(accepted, size)
+                    held = 0
+                finally:
+                    self._done_with(held)
         except asyncio.CancelledError:
             self._log_held_back()
             raise
@@ -526,6 +579,15 @@ class _Session(Generic[S, R]):
             logger.warning("stream with %s failed: %s: %s", self, type(exc).__name__, exc)
         self._log_held_back()
         await self._deliver(_End(error))
+
+    def _received(self, value: object) -> R | None:
+        """The value to hand over for a decoded `value` (None: nothing)."""
+        if isinstance(value, UnknownMember):
+            self._skipped(value)
+            return None
+        if self._metrics is not NO_METRICS:  # free without a meter provider
+            self._metrics.message("received", self._inbound.member_of(value))
+        return self._accept(value)  # type: ignore[arg-type]
 
     def _log_bad_message(self, error: DecodeError) -> None:
         # One line, the error's own text, never a traceback; and a flood of
@@ -577,6 +639,10 @@ class _Session(Generic[S, R]):
                 await self._reader
         if self._end is None:
             self._end = _End(None)
+        # Nothing of the call is held any more: its bytes leave the peer's count.
+        self._bytes.give_back(self._handed + sum(self._sizes))
+        self._handed = 0
+        self._sizes.clear()
 
 
 class AgentSession(_Session[FromAgent, FromControl]):
@@ -794,6 +860,8 @@ class ControlSession(_Session[FromControl, FromAgent]):
         self.registered = asyncio.Event()
         # What the server does once the first registration is accepted.
         self._on_registered: Callable[[ControlSession], None] | None = None
+        # What the registration deadline does once the registration held is decoded.
+        self._late: Callable[[], None] | None = None
         self._started = StreamMetrics.now()
         # Whether the call has been refused (it is ending).
         self._refused = False
@@ -848,6 +916,36 @@ class ControlSession(_Session[FromControl, FromAgent]):
                 code="INVALID_ARGUMENT",
             )
         return None
+
+    def _over_budget(self, error: StreamError) -> None:
+        self._refuse(error, "limit")
+
+    def _arrived(self, data: bytes) -> None:
+        if self.node_id is None and _is_registration(data):
+            self._arriving = True
+
+    def _arrival_over(self) -> None:
+        super()._arrival_over()
+        late, self._late = self._late, None
+        if late is not None:
+            late()
+
+    def _registration_due(self, late: Callable[[], None]) -> None:
+        """The registration deadline has passed: call `late` now, or after the registration held.
+
+        A registration whose bytes arrived in time keeps its deadline while it
+        waits for its decoding (other peers' large messages may hold the
+        decode slot); `late` then runs once it is decoded, and finds the
+        agent registered, or not.
+        """
+        if self._arriving:
+            self._late = late
+        else:
+            late()
+
+    async def _stop_reading(self) -> None:
+        self._late = None
+        await super()._stop_reading()
 
     def _not_decoded(self, data: bytes) -> DecodeError | None:
         unregistered = self.node_id is None and len(data) > UNREGISTERED_MESSAGE_MAX

@@ -14,10 +14,12 @@ from llmgw_wire.stream import (
     ControlPlane,
     ControlSession,
     PeerUnavailable,
+    ServerLimits,
     connect,
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
+from tests.stream.test_hostile_clients import from_another_address
 from tests.support import run_async as run
 
 pytestmark = pytest.mark.timeout(120)
@@ -201,5 +203,74 @@ def test_list_gives_every_status() -> None:
         assert {name: answer.status for name, answer in listed.statuses.items()} == dict.fromkeys(
             SERVICES, NOT_SERVING
         )
+
+
+@pytest.mark.slow
+def test_watches_are_counted_per_peer_and_server_and_end_after_their_lifetime() -> None:
+    """Anyone may watch before registering: a few at a time, for a while, then the door shuts."""
+    # A lifetime long enough that the first watches are still open when the next are refused.
+    limits = ServerLimits(
+        max_side_calls=3, max_side_calls_per_peer=2, side_call_lifetime=5.0, connection_idle=1.0
+    )
+    request = health_pb2.HealthCheckRequest(service="no.such.Service")
+
+    async def main() -> None:
+        server = await start_server(Holding(), limits=limits)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                stub = health_pb2_grpc.HealthStub(channel)
+                watches = [stub.Watch(request) for _ in range(2)]
+                for watch in watches:
+                    answer = await asyncio.wait_for(watch.read(), WAIT)
+                    assert answer.status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+                over = stub.Watch(request)
+                assert await over.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "from this peer" in await over.details()
+                async with (
+                    from_another_address(server) as relay,
+                    grpc.aio.insecure_channel(relay) as other,
+                ):
+                    other_stub = health_pb2_grpc.HealthStub(other)
+                    third = other_stub.Watch(request)
+                    assert (await asyncio.wait_for(third.read(), WAIT)).status
+                    over = other_stub.Watch(request)
+                    assert await over.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                    assert "on this server" in await over.details()
+                    # Each ends, with OK, after its lifetime: its client may watch again.
+                    for watch in (*watches, third):
+                        assert await asyncio.wait_for(watch.code(), WAIT) == grpc.StatusCode.OK
+                    assert await check(stub, "") == SERVING  # Check is answered at once
+                    # Holding nothing now, the connection is closed once idle.
+                    state = channel.get_state()
+                    while state is not grpc.ChannelConnectivity.IDLE:
+                        await asyncio.wait_for(channel.wait_for_state_change(state), WAIT)
+                        state = channel.get_state()
+        finally:
+            await server.stop(grace=None)
+
+    run(main)
+
+
+@pytest.mark.slow
+def test_reflection_calls_are_counted_and_end_after_their_lifetime() -> None:
+    pytest.importorskip("grpc_reflection")
+    route = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+    list_services = b"\x3a\x00"  # ServerReflectionRequest.list_services = ""
+    limits = ServerLimits(max_side_calls_per_peer=1, side_call_lifetime=5.0)
+
+    async def main() -> None:
+        server = await start_server(Holding(), reflection=True, limits=limits)
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+                first = channel.stream_stream(route)()
+                await first.write(list_services)
+                assert await asyncio.wait_for(first.read(), WAIT)  # the services, listed
+                second = channel.stream_stream(route)()
+                assert await second.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                assert "from this peer" in await second.details()
+                # Its lifetime over, the first ends with OK, though its client goes on.
+                assert await asyncio.wait_for(first.code(), WAIT) == grpc.StatusCode.OK
+        finally:
+            await server.stop(grace=None)
 
     run(main)

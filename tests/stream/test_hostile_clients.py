@@ -3,30 +3,46 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
+import gc
 import gzip
 import logging
-from typing import Any
+import time
+import types
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import grpc.aio
 import pytest
 
-from llmgw_wire import Heartbeat
+from llmgw_wire import Ack, Heartbeat, Registration
 from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
     ControlPlane,
     ControlSession,
+    Server,
     ServerLimits,
     StreamError,
     connect,
     start_server,
 )
-from llmgw_wire.stream._logs import BAD_MESSAGE_LOG_INTERVAL, Throttle
-from llmgw_wire.testing.sample import sample_registration
-from tests.stream.test_stream import WAIT, serving, target
+from llmgw_wire.stream._logs import (
+    BAD_MESSAGE_LOG_INTERVAL,
+    LINE_BUDGET,
+    LINES_PER_MINUTE_PER_PEER,
+    Throttle,
+)
+from llmgw_wire.stream._peers import DecodeTurns, decode_turns
+from llmgw_wire.stream._session import PEER_OVER_BUDGET
+from llmgw_wire.testing.sample import sample_large_registration, sample_registration
+from tests.stream.test_stream import WAIT, as_node, serving, target
 from tests.support import ld, vi
 from tests.support import run_async as run
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -257,3 +273,361 @@ def test_what_a_call_buffers_is_bounded_by_its_window_and_the_read_ahead() -> No
     written = asyncio.run(asyncio.wait_for(main(), 300))
     # 8 values read ahead, a 64 KiB window (BDP probing grew it to megabytes).
     assert written <= 8 + 4, written
+
+
+def _ours(thing: object) -> bool:
+    """Whether `thing` is the stream's: the library's objects, asyncio's, a coroutine or frame."""
+    module = type(thing).__module__ or ""
+    return (
+        module.startswith(("llmgw_wire", "asyncio", "_asyncio"))
+        or isinstance(thing, (types.CoroutineType, types.FrameType, types.TracebackType))
+        or (isinstance(thing, BaseException) and module == "builtins")
+    )
+
+
+@pytest.mark.slow
+def test_ended_streams_leave_nothing_for_the_cyclic_collector() -> None:
+    """Each ended stream is freed by reference counting: nothing of it waits for `gc.collect`.
+
+    Streams end every way a call ends: the agent leaves, the agent cancels,
+    the registration deadline passes.
+    """
+    streams = 60  # of each kind
+
+    async def left(address: str) -> None:
+        async with connect(address) as session:
+            await session.send(sample_registration())
+
+    async def cancelled(channel: grpc.aio.Channel) -> None:
+        call = channel.stream_stream(CONNECT_ROUTE)()
+        await call.write(encode_envelope(sample_registration()))
+        await call.read()  # the Ack: the server has the registration
+        call.cancel()
+
+    async def late(channel: grpc.aio.Channel) -> None:
+        call = channel.stream_stream(CONNECT_ROUTE)()
+        assert await call.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+    async def main() -> list[object]:
+        # The deadline's own server: an agent of the other registers in time whatever the load.
+        async with (
+            serving(Acking()) as server,
+            serving(Acking(), registration_timeout=0.01) as hurried,
+            grpc.aio.insecure_channel(target(server)) as channel,
+            grpc.aio.insecure_channel(target(hurried)) as silent,
+        ):
+            address = target(server)
+
+            async def each(count: int) -> None:
+                await asyncio.gather(
+                    *(left(address) for _ in range(count)),
+                    *(cancelled(channel) for _ in range(count)),
+                    *(late(silent) for _ in range(count)),
+                )
+                await _drained(server)
+                await _drained(hurried)
+
+            await each(5)  # what is made once (grpc's, the codec's) is made now
+            gc.collect()
+            gc.disable()
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            try:
+                for _ in range(streams // 10):  # within a connection's 16 calls
+                    await each(10)
+                gc.collect()
+                return [thing for thing in gc.garbage if _ours(thing)]
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+                gc.enable()
+
+    cyclic: list[object] = []
+
+    def record() -> None:
+        cyclic.extend(asyncio.run(asyncio.wait_for(main(), 240)))
+
+    record()
+    kinds = collections.Counter(type(thing).__qualname__ for thing in cyclic)
+    assert not cyclic, kinds.most_common(10)
+
+
+class Acking(ControlPlane):
+    """Acks each registration; reads to the end."""
+
+    async def handle(self, session: ControlSession) -> None:
+        async for value in session:
+            if isinstance(value, Registration):
+                await session.send(Ack(value.node.id))
+
+
+async def _drained(server: Server) -> None:
+    """Wait until no call of `server` is open (each one's end has run)."""
+    for _ in range(2000):
+        if server.service.calls == 0:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{server.service.calls} calls still open")
+
+
+@contextlib.asynccontextmanager
+async def from_another_address(server: Server) -> AsyncIterator[str]:
+    """A loopback relay to `server` whose connections come from 127.0.0.2: another peer."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(
+            "127.0.0.1", server.port, local_addr=("127.0.0.2", 0)
+        )
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    relay_server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    port = relay_server.sockets[0].getsockname()[1]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        relay_server.close()
+
+
+def test_one_peer_holds_only_its_share_of_the_calls_waiting_to_register() -> None:
+    """One address fills its share with silent calls; an agent from another still registers."""
+    limits = ServerLimits(max_unregistered_calls=8, max_unregistered_calls_per_peer=4)
+
+    async def main() -> None:
+        plane = Acking()
+        async with serving(plane, limits=limits) as server:
+            channels = [grpc.aio.insecure_channel(target(server)) for _ in range(2)]
+            try:
+                # 2 connections x 6 silent calls: the share holds 4, the rest are refused.
+                calls = [
+                    channel.stream_stream(CONNECT_ROUTE)() for channel in channels for _ in range(6)
+                ]
+                ended = await _ended(calls, 8)
+                codes = [await call.code() for call in ended]
+                assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 8
+                assert "from this peer" in await ended[0].details()
+                async with from_another_address(server) as relay:
+                    assert await register_and_ack(relay) == "gpu-node-017"
+            finally:
+                for channel in channels:
+                    await channel.close(grace=None)
+
+    run(main)
+
+
+async def register_and_ack(address: str) -> str:
+    async with connect(address) as session:
+        await session.send(sample_registration())
+        ack = await session.recv(timeout=WAIT)
+        assert isinstance(ack, Ack)
+        return ack.node_id
+
+
+async def _ended(calls: list[Any], count: int) -> list[Any]:
+    """Wait until `count` of `calls` have ended (the others stay open): those."""
+    waits = {asyncio.ensure_future(call.code()): call for call in calls}
+    ended: list[Any] = []
+    pending = set(waits)
+    while len(ended) < count:
+        done, pending = await asyncio.wait(pending, timeout=WAIT, return_when="FIRST_COMPLETED")
+        assert done, f"{len(ended)} of {count} calls ended"
+        ended.extend(waits[wait] for wait in done)
+    for wait in pending:
+        wait.cancel()
+    return ended
+
+
+def test_the_large_message_slot_goes_to_peers_in_turn() -> None:
+    """A peer with one message waiting decodes after at most one of a flood's queued before it."""
+    order: list[str] = []
+
+    async def main() -> None:
+        turns = DecodeTurns()
+        await turns.acquire("flood")  # the flood decodes one now...
+
+        async def decode(peer: str) -> None:
+            await turns.acquire(peer)
+            order.append(peer)
+            turns.release()
+
+        flood = [asyncio.ensure_future(decode("flood")) for _ in range(5)]  # ...and queues 5
+        await asyncio.sleep(0)
+        agent = asyncio.ensure_future(decode("agent"))
+        await asyncio.sleep(0)
+        turns.release()
+        await asyncio.gather(*flood, agent)
+
+    run(main)
+    assert order.index("agent") <= 1, order
+
+
+@pytest.mark.slow
+def test_a_registration_that_arrived_keeps_its_deadline_while_it_waits_to_be_decoded() -> None:
+    """Another peer's flood holds the decode slot past the deadline: the agent still registers."""
+    large = sample_large_registration(2048)  # 459 kB: decoded in the slot
+
+    async def main() -> None:
+        plane = Acking()
+        # A deadline the registration's bytes arrive well within, even on a busy machine.
+        async with serving(plane, registration_timeout=3.0) as server:
+            turns = decode_turns()
+            await turns.acquire("a flood")  # another peer's decode, holding the slot
+            try:
+                agent = asyncio.ensure_future(_registered(target(server), large))
+                session = await _session_arriving(server)
+                # The deadline has passed while its registration waited.
+                while session._late is None:
+                    await asyncio.sleep(0.05)
+            finally:
+                turns.release()
+            assert await asyncio.wait_for(agent, WAIT) == large.node.id
+
+    run(main)
+
+
+async def _registered(address: str, registration: Registration) -> str:
+    async with connect(address) as session:
+        await session.send(registration)
+        ack = await session.recv(timeout=WAIT)
+        assert isinstance(ack, Ack)
+        return ack.node_id
+
+
+async def _session_arriving(server: Server) -> ControlSession:
+    """The session of `server` whose registration has arrived and waits to be decoded."""
+    for _ in range(int(WAIT / 0.05)):
+        for session in list(server.service._waiting._peers):
+            if session._arriving:
+                return session
+        await asyncio.sleep(0.05)
+    raise AssertionError("no registration arrived")
+
+
+@pytest.mark.slow
+def test_a_peer_s_messages_held_are_bounded_in_bytes_whatever_its_calls_and_handle() -> None:
+    """Two calls of 400 kB registrations, a `handle` that awaits something per value."""
+    registration = sample_large_registration(1800)
+    size = len(encode_envelope(registration))
+    budget = 1024 * 1024
+    per_call = 10
+    held: list[int] = []
+
+    class Slow(ControlPlane):
+        def __init__(self) -> None:
+            self.sessions: list[ControlSession] = []
+            self.holding = 0  # the `handle`s that have a value now
+
+        async def handle(self, session: ControlSession) -> None:
+            self.sessions.append(session)
+            async for _ in session:
+                self.holding += 1
+                # What the peer's calls hold now: read ahead, and the values of `handle`.
+                ahead = sum(len(s._inbox) for s in self.sessions)
+                held.append((ahead + self.holding) * size)
+                await asyncio.sleep(0.2)  # a database write, say
+                await session.send(Ack(registration.node.id))
+                self.holding -= 1
+
+    async def main() -> None:
+        limits = ServerLimits(max_bytes_per_peer=budget)
+        async with (
+            serving(Slow(), limits=limits) as server,
+            grpc.aio.insecure_channel(target(server)) as channel,
+        ):
+            calls = [channel.stream_stream(CONNECT_ROUTE)() for _ in range(2)]
+            data = encode_envelope(registration)
+
+            async def flood(call: Any) -> None:
+                for _ in range(per_call):
+                    await call.write(data)
+                for _ in range(per_call):
+                    await call.read()
+                await call.done_writing()
+
+            await asyncio.gather(*(flood(call) for call in calls))
+
+    run(main, timeout=240)
+    assert len(held) == 2 * per_call
+    assert max(held) <= budget, (max(held), budget)
+
+
+@pytest.mark.slow
+def test_a_client_s_log_lines_are_bounded_whatever_its_calls(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Calls 32 at a time, each with 16 unknown members and a malformed message."""
+    caplog.set_level(logging.INFO, logger="llmgw_wire.stream")
+    # The budget's clock stands still: what it lets through is its capacity, not a rate.
+    LINE_BUDGET._clock = lambda: 0.0
+    LINE_BUDGET.reset()
+    unknown = [ld(100 + number, vi(1, 1)) for number in range(16)]
+    malformed = b"\x0a\x05\x01"
+
+    async def one(method: Any) -> None:
+        call = method()
+        # grpc may refuse a call the connection cannot take yet: the attack goes on.
+        with contextlib.suppress(grpc.aio.AioRpcError):
+            await call.write(encode_envelope(sample_registration()))
+            for member in unknown:
+                await call.write(member)
+            await call.write(malformed)
+            await call.done_writing()
+        await call.code()
+
+    async def main() -> None:
+        async with serving(Counting()) as server:
+            # 32 at a time, well within each connection's calls.
+            channels = [grpc.aio.insecure_channel(target(server)) for _ in range(4)]
+            try:
+                methods = [channel.stream_stream(CONNECT_ROUTE) for channel in channels]
+                for _ in range(4):
+                    await asyncio.gather(*(one(method) for method in methods for _ in range(8)))
+            finally:
+                for channel in channels:
+                    await channel.close(grace=None)
+
+    try:
+        run(main)
+    finally:
+        LINE_BUDGET._clock = time.monotonic
+        LINE_BUDGET.reset()
+    lines = [r for r in caplog.records if r.name == "llmgw_wire.stream"]
+    # 128 calls of 18 lines or more each; one peer's share of a minute, and a line saying so.
+    assert len(lines) <= LINES_PER_MINUTE_PER_PEER + 1, len(lines)
+
+
+def test_a_peer_s_messages_waiting_to_be_read_are_bounded_too_whatever_its_calls() -> None:
+    """8 calls each send a 400 kB registration to a `handle` that takes nothing."""
+    registration = sample_large_registration(1800)
+    budget = 1024 * 1024
+    calls = 8
+
+    class Taking(ControlPlane):
+        async def handle(self, session: ControlSession) -> None:
+            await asyncio.sleep(WAIT * 10)  # takes nothing: everything waits
+
+    async def main() -> list[tuple[Any, str]]:
+        limits = ServerLimits(max_bytes_per_peer=budget)
+        async with (
+            serving(Taking(), limits=limits) as server,
+            grpc.aio.insecure_channel(target(server)) as channel,
+        ):
+            method = channel.stream_stream(CONNECT_ROUTE)
+            opened = [method() for _ in range(calls)]
+            for number, call in enumerate(opened):
+                await call.write(encode_envelope(as_node(registration, f"node-{number}")))
+            # 2 fit the budget, 2 wait in hand for room, the rest are refused.
+            ended = await _ended(opened, calls - 4)
+            return [(await call.code(), await call.details()) for call in ended]
+
+    ended = asyncio.run(asyncio.wait_for(main(), 120))
+    assert {code for code, _ in ended} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    assert all(details.startswith(PEER_OVER_BUDGET) for _, details in ended)

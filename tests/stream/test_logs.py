@@ -54,3 +54,44 @@ def test_a_printable_traceback_is_logging_s_own() -> None:
     error = _raised(ValueError("plain"))
     expected = logging.Formatter().formatException((ValueError, error, error.__traceback__))
     assert escaped_traceback(error) == expected
+
+
+def test_the_line_budget_keeps_a_share_for_each_peer_and_says_what_it_held_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from llmgw_wire.stream._logs import LineBudget, current_peer
+
+    now = [0.0]
+    logger = logging.getLogger("tests.line_budget")
+    budget = LineBudget(per_minute=10, per_peer=4, clock=lambda: now[0])
+    logger.addFilter(budget)
+    caplog.set_level(logging.INFO, logger="tests.line_budget")
+
+    def lines_from(peer: str | None, count: int) -> None:
+        token = current_peer.set(peer)
+        try:
+            for number in range(count):
+                logger.warning("line %d from %s", number, peer)
+        finally:
+            current_peer.reset(token)
+
+    try:
+        lines_from("flood", 100)
+        lines_from("agent", 3)  # the flood took its share only
+        lines_from(None, 50)  # outside any call: the server's own lines, not counted
+        assert [r.getMessage() for r in caplog.records][:5] == [
+            *(f"line {n} from flood" for n in range(4)),
+            "held back 96 lines of the stream's log "
+            "(over the budget of 10 a minute, 4 from one peer)",
+        ]
+        assert sum("from agent" in r.getMessage() for r in caplog.records) == 3
+        assert sum("from None" in r.getMessage() for r in caplog.records) == 50
+        assert budget.suppressed == 96
+        now[0] += 60.0  # a minute on: the budgets are full again
+        caplog.clear()
+        lines_from("flood", 1)
+        assert [r.getMessage() for r in caplog.records] == ["line 0 from flood"]
+    finally:
+        logger.removeFilter(budget)
