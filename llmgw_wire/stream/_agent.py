@@ -337,20 +337,6 @@ async def _register(
     await session.send(value)
 
 
-#: Seconds between two looks at whether the control plane answered yet.
-_ANSWER_POLL: Final = 0.1
-
-
-async def _answered(session: AgentSession, call: _ClientCall) -> None:
-    """Return once the control plane sent a value the agent reads, or the call is over.
-
-    A look every `_ANSWER_POLL` seconds, before the first answer only: a
-    value is what counts (a plain HTTP body read as a message is none).
-    """
-    while session.received == 0 and not call.done():
-        await asyncio.sleep(_ANSWER_POLL)
-
-
 async def _serve_round(
     session: AgentSession,
     call: _ClientCall,
@@ -381,7 +367,7 @@ async def _serve_round(
     heard: asyncio.Future[None] | None = None
     deadline = 0.0
     if first_answer_timeout is not None:
-        heard = asyncio.ensure_future(_answered(session, call))
+        heard = asyncio.ensure_future(session.answered())
         deadline = asyncio.get_running_loop().time() + first_answer_timeout
     timed_out = False
     try:

@@ -218,6 +218,8 @@ class _Session(Generic[S, R]):
         self.bad_messages = 0
         #: Values received so far.
         self.received = 0
+        # The wait of `answered`, while there is one.
+        self._answer: asyncio.Future[None] | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
@@ -338,6 +340,19 @@ class _Session(Generic[S, R]):
         if self._reader is None:
             self._reader = asyncio.get_running_loop().create_task(self._read())
 
+    async def answered(self) -> None:
+        """Return once the peer has sent a value this end reads, or has ended its side.
+
+        What arrives counts whoever reads it; the session's reader must run
+        (`start_reading`, or a `recv`).
+        """
+        if self.received or self._inbox or self._end is not None:
+            return
+        if self._answer is None:
+            self._answer = asyncio.get_running_loop().create_future()
+        # Shielded: a waiter cancelled (a timeout) leaves the next one its wait.
+        await asyncio.shield(self._answer)
+
     async def recv(self, timeout: float | None = None) -> R | None:
         """The next value from the peer, or None once the peer has ended its side.
 
@@ -438,7 +453,11 @@ class _Session(Generic[S, R]):
             self._arm(loop, min(later))
 
     def _wake(self) -> None:
-        """Wake the first `recv` still waiting: the inbox holds something."""
+        """Wake the first `recv` still waiting, and `answered`: the inbox holds something."""
+        if self._answer is not None:
+            if not self._answer.done():
+                self._answer.set_result(None)
+            self._answer = None
         getters = self._getters
         while getters:
             waiter = getters.popleft()
