@@ -21,7 +21,13 @@ from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping._compiler import exec_generated
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Sequence
+
+    from google.protobuf.descriptor import Descriptor
+    from google.protobuf.message import Message
+
+    #: A count of a message within a budget and a size (`k_` and `n_` functions).
+    _Count = Callable[[Message, int, int], int]
 
 __all__ = [
     "BYTES_PER_ITEM",
@@ -80,7 +86,7 @@ class _Plan:
 
     __slots__ = ("nested", "repeated", "singular")
 
-    def __init__(self, descriptor: Any) -> None:
+    def __init__(self, descriptor: Descriptor) -> None:
         fields = descriptor.fields
         self.repeated = tuple(f.name for f in fields if f.is_repeated)
         self.nested = tuple(
@@ -95,7 +101,7 @@ class _Plan:
         )
 
 
-def _leads_to_items(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+def _leads_to_items(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bool:
     if descriptor.full_name in seen:
         return False
     return any(
@@ -108,7 +114,7 @@ def _leads_to_items(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool
     )
 
 
-def item_count(message: Any, stop_above: int | None = None) -> int:
+def item_count(message: Message, stop_above: int | None = None) -> int:
     """Elements of every repeated field and map of `message`, at any depth.
 
     The count runs on a message of either `CLASSES` or `SKELETONS`
@@ -121,12 +127,13 @@ def item_count(message: Any, stop_above: int | None = None) -> int:
     return _count(message, stop_above)[0]
 
 
-def _count(message: Any, stop_above: int | None) -> tuple[int, bool]:
+def _count(message: Message, stop_above: int | None) -> tuple[int, bool]:
     """The count, and whether it is complete (False: stopped once over `stop_above`)."""
     limit = stop_above if stop_above is not None else float("inf")
     count = 0
     # Depth first, and an element of a skeleton parsed only when its turn comes.
-    pending: list[tuple[Any, Any]] = [(message, None)]
+    pending: list[tuple[Message | bytes, type[Message] | None]] = [(message, None)]
+    current: Message  # bytes, until parsed, when a skeleton comes with it
     while pending and count <= limit:
         current, skeleton = pending.pop()
         if skeleton is not None:
@@ -164,7 +171,7 @@ def item_budget(size: int, max_items: int) -> int:
     return min(max_items, ITEMS_ANY_SIZE + size // BYTES_PER_ITEM)
 
 
-def check_items(message: Any, name: str, max_items: int, size: int | None = None) -> None:
+def check_items(message: Message, name: str, max_items: int, size: int | None = None) -> None:
     """Raise `DecodeError` when `message` has more counted elements than its budget.
 
     The budget is `max_items`, or with the message's `size` in bytes,
@@ -195,8 +202,8 @@ def over_budget(counted: str, what: str, budget: int, max_items: int, size: int 
     return reason
 
 
-def _all_descriptors(descriptors: Any) -> list[Any]:
-    out = []
+def _all_descriptors(descriptors: Iterable[Descriptor]) -> list[Descriptor]:
+    out: list[Descriptor] = []
     stack = list(descriptors)
     while stack:
         descriptor = stack.pop()
@@ -210,13 +217,13 @@ _REAL = _all_descriptors(cls.DESCRIPTOR for cls in CLASSES.values())
 # By full name, the same for a real message and its skeleton: the fields to read.
 _PLANS: dict[str, _Plan] = {d.full_name: _Plan(d) for d in _REAL}
 
-_SKELETON_BY_NAME: dict[str, Any] = {
+_SKELETON_BY_NAME: dict[str, type[Message]] = {
     d.full_name: message_factory.GetMessageClass(d)
     for d in _all_descriptors(cls.DESCRIPTOR for cls in SKELETONS.values())
 }
 
 
-def _quick_count_source(descriptor: Any) -> str:
+def _quick_count_source(descriptor: Descriptor) -> str:
     """`n_<Message>(m)`: the elements of a parsed (not skeleton) message, unrolled.
 
     What `_count` does with its plan, as one expression per message type, so
@@ -239,7 +246,7 @@ def _quick_name(full_name: str) -> str:
     return "n_" + full_name.replace(".", "_")
 
 
-def _recursive(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+def _recursive(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bool:
     if descriptor.full_name in seen:
         return True
     inner = seen | {descriptor.full_name}
@@ -248,7 +255,7 @@ def _recursive(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
     )
 
 
-def _mergeable(descriptor: Any) -> bool:
+def _mergeable(descriptor: Descriptor) -> bool:
     """Whether the elements of a repeated field of this type count the same when parsed as one.
 
     The bytes of several messages, one after the other, parse as their merge:
@@ -266,7 +273,7 @@ def _mergeable(descriptor: Any) -> bool:
     return True
 
 
-def _skeleton_count_source(descriptor: Any) -> str | None:
+def _skeleton_count_source(descriptor: Descriptor) -> str | None:
     """`k_<Message>(m, budget, size)`: the elements of a skeleton of at most `size` bytes.
 
     A repeated message field of a skeleton holds its elements' bytes: they
@@ -310,9 +317,9 @@ def _skeleton_count_source(descriptor: Any) -> str | None:
 
 
 def _merged(
-    count: Callable[[Any, int, int], int],
-    parse: Callable[[bytes], Any],
-    elements: Any,
+    count: _Count,
+    parse: Callable[[bytes], Message],
+    elements: Sequence[bytes],
     budget: int,
     size: int,
 ) -> int:
@@ -345,7 +352,7 @@ def _skeleton_name(full_name: str) -> str:
     return "k_" + _quick_name(full_name)
 
 
-def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
+def _quick_counts() -> dict[type, _Count]:
     """By parsed message class (`CLASSES`, `DECODE_CLASSES`, `DOMAIN_CLASSES`, `SKELETONS`).
 
     Its unrolled count.
@@ -355,7 +362,7 @@ def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
     # A field's elements, joined, are parsed as the skeleton's message with
     # only the fields that hold elements (`COUNTED`): the rest are skipped.
     counted = _all_descriptors(cls.DESCRIPTOR for cls in COUNTED.values())
-    namespace: dict[str, Any] = {
+    namespace: dict[str, Any] = {  # what the generated code defines
         f"_parse_{_quick_name(d.full_name)}": message_factory.GetMessageClass(d).FromString
         for d in counted
     }
@@ -366,7 +373,7 @@ def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
         if source is not None:
             sources[f"<llmgw_wire generated skeleton count {d.full_name}>"] = source
     exec_generated(sources, namespace)
-    out: dict[type, Callable[[Any, int, int], int]] = {}
+    out: dict[type, _Count] = {}
     for name, cls in SKELETONS.items():
         # Every count a `k_` calls is written too: its types are all `_mergeable`.
         if _skeleton_name(name) in namespace:
@@ -377,7 +384,7 @@ def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
     return out
 
 
-def _ignoring_budget(count: Callable[[Any], int]) -> Callable[[Any, int, int], int]:
+def _ignoring_budget(count: Callable[[Message], int]) -> _Count:
     # A parsed message is counted whole: upb has already spent what it holds.
     return lambda message, _budget, _size: count(message)
 
