@@ -29,10 +29,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     import betterproto2
-    from google.protobuf.message import Message
+
+    from llmgw_wire.codec._typing import UpbMessage
 
     #: Builds the betterproto2 message of one proto type from upb's.
-    _Build = Callable[[Message], betterproto2.Message]
+    _Build = Callable[[UpbMessage], betterproto2.Message]
 
 __all__ = ["build", "top_level_unknown"]
 
@@ -132,7 +133,7 @@ def _builders() -> dict[str, tuple[_Build, _Build]]:
     }
 
 
-def build(message: Message, full_name: str) -> Any:  # the class `full_name` names
+def build(message: UpbMessage, full_name: str) -> Any:  # the class `full_name` names
     """The betterproto2 message `full_name` with what the upb `message` holds, unknown fields too.
 
     Whether there are unknown fields at all is one C-speed copy away; only
@@ -147,7 +148,7 @@ def build(message: Message, full_name: str) -> Any:  # the class `full_name` nam
     return keeping(message)
 
 
-def top_level_unknown(message: Message) -> bytes:
+def top_level_unknown(message: UpbMessage) -> bytes:
     """The unknown fields of the upb `message` itself (not of its sub-messages), as bytes.
 
     upb writes a message's unknown fields after its known ones, so they are

@@ -23,11 +23,10 @@ from llmgw_wire.mapping._compiler import exec_generated
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from google.protobuf.descriptor import Descriptor
-    from google.protobuf.message import Message
+    from llmgw_wire.codec._typing import MessageDescriptorLike, UpbMessage
 
     #: A count of a message within a budget and a size (`k_` and `n_` functions).
-    _Count = Callable[[Message, int, int], int]
+    _Count = Callable[[UpbMessage, int, int], int]
 
 __all__ = [
     "BYTES_PER_ITEM",
@@ -86,7 +85,7 @@ class _Plan:
 
     __slots__ = ("nested", "repeated", "singular")
 
-    def __init__(self, descriptor: Descriptor) -> None:
+    def __init__(self, descriptor: MessageDescriptorLike) -> None:
         fields = descriptor.fields
         self.repeated = tuple(f.name for f in fields if f.is_repeated)
         self.nested = tuple(
@@ -101,7 +100,7 @@ class _Plan:
         )
 
 
-def _leads_to_items(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bool:
+def _leads_to_items(descriptor: MessageDescriptorLike, seen: frozenset[str] = frozenset()) -> bool:
     if descriptor.full_name in seen:
         return False
     return any(
@@ -114,7 +113,7 @@ def _leads_to_items(descriptor: Descriptor, seen: frozenset[str] = frozenset()) 
     )
 
 
-def item_count(message: Message, stop_above: int | None = None) -> int:
+def item_count(message: UpbMessage, stop_above: int | None = None) -> int:
     """Elements of every repeated field and map of `message`, at any depth.
 
     The count runs on a message of either `CLASSES` or `SKELETONS`
@@ -127,19 +126,20 @@ def item_count(message: Message, stop_above: int | None = None) -> int:
     return _count(message, stop_above)[0]
 
 
-def _count(message: Message, stop_above: int | None) -> tuple[int, bool]:
+def _count(message: UpbMessage, stop_above: int | None) -> tuple[int, bool]:
     """The count, and whether it is complete (False: stopped once over `stop_above`)."""
     limit = stop_above if stop_above is not None else float("inf")
     count = 0
     # Depth first, and an element of a skeleton parsed only when its turn comes.
-    pending: list[tuple[Message | bytes, type[Message] | None]] = [(message, None)]
-    current: Message  # bytes, until parsed, when a skeleton comes with it
+    # A message, or an element's bytes with the skeleton class to parse them as.
+    pending: list[tuple[UpbMessage, None] | tuple[bytes, type[UpbMessage]]] = [(message, None)]
     while pending and count <= limit:
-        current, skeleton = pending.pop()
-        if skeleton is not None:
-            parsed = skeleton()
-            parsed.ParseFromString(current)
-            current = parsed
+        entry = pending.pop()
+        if entry[1] is None:
+            current = entry[0]
+        else:
+            current = entry[1]()
+            current.ParseFromString(entry[0])
         plan = _PLANS[current.DESCRIPTOR.full_name]
         for name in plan.repeated:
             count += len(getattr(current, name))
@@ -153,7 +153,7 @@ def _count(message: Message, stop_above: int | None) -> tuple[int, bool]:
         for name, element_type in plan.nested:
             skeleton = _SKELETON_BY_NAME[element_type]
             pending.extend(
-                (element, skeleton if isinstance(element, bytes) else None)
+                (element, skeleton) if isinstance(element, bytes) else (element, None)
                 for element in getattr(current, name)
             )
         pending.extend(
@@ -171,7 +171,7 @@ def item_budget(size: int, max_items: int) -> int:
     return min(max_items, ITEMS_ANY_SIZE + size // BYTES_PER_ITEM)
 
 
-def check_items(message: Message, name: str, max_items: int, size: int | None = None) -> None:
+def check_items(message: UpbMessage, name: str, max_items: int, size: int | None = None) -> None:
     """Raise `DecodeError` when `message` has more counted elements than its budget.
 
     The budget is `max_items`, or with the message's `size` in bytes,
@@ -202,8 +202,8 @@ def over_budget(counted: str, what: str, budget: int, max_items: int, size: int 
     return reason
 
 
-def _all_descriptors(descriptors: Iterable[Descriptor]) -> list[Descriptor]:
-    out: list[Descriptor] = []
+def _all_descriptors(descriptors: Iterable[MessageDescriptorLike]) -> list[MessageDescriptorLike]:
+    out: list[MessageDescriptorLike] = []
     stack = list(descriptors)
     while stack:
         descriptor = stack.pop()
@@ -217,13 +217,13 @@ _REAL = _all_descriptors(cls.DESCRIPTOR for cls in CLASSES.values())
 # By full name, the same for a real message and its skeleton: the fields to read.
 _PLANS: dict[str, _Plan] = {d.full_name: _Plan(d) for d in _REAL}
 
-_SKELETON_BY_NAME: dict[str, type[Message]] = {
+_SKELETON_BY_NAME: dict[str, type[UpbMessage]] = {
     d.full_name: message_factory.GetMessageClass(d)
     for d in _all_descriptors(cls.DESCRIPTOR for cls in SKELETONS.values())
 }
 
 
-def _quick_count_source(descriptor: Descriptor) -> str:
+def _quick_count_source(descriptor: MessageDescriptorLike) -> str:
     """`n_<Message>(m)`: the elements of a parsed (not skeleton) message, unrolled.
 
     What `_count` does with its plan, as one expression per message type, so
@@ -235,18 +235,25 @@ def _quick_count_source(descriptor: Descriptor) -> str:
     terms = [f"len(m.{name})" for name in plan.repeated]
     terms += [f"sum(map({_quick_name(element)}, m.{name}))" for name, element in plan.nested]
     terms += [
-        f"({_quick_name(descriptor.fields_by_name[name].message_type.full_name)}(m.{name})"
+        f"({_quick_name(_message_type(descriptor, name).full_name)}(m.{name})"
         f" if m.HasField({name!r}) else 0)"
         for name in plan.singular
     ]
     return f"def {_quick_name(descriptor.full_name)}(m):\n    return {' + '.join(terms) or '0'}\n"
 
 
+def _message_type(descriptor: MessageDescriptorLike, name: str) -> MessageDescriptorLike:
+    """The message type of the field `name` of `descriptor`, a message field of its plan."""
+    sub = descriptor.fields_by_name[name].message_type
+    assert sub is not None, name  # a plan's nested and singular fields are message fields
+    return sub
+
+
 def _quick_name(full_name: str) -> str:
     return "n_" + full_name.replace(".", "_")
 
 
-def _recursive(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bool:
+def _recursive(descriptor: MessageDescriptorLike, seen: frozenset[str] = frozenset()) -> bool:
     if descriptor.full_name in seen:
         return True
     inner = seen | {descriptor.full_name}
@@ -255,7 +262,7 @@ def _recursive(descriptor: Descriptor, seen: frozenset[str] = frozenset()) -> bo
     )
 
 
-def _mergeable(descriptor: Descriptor) -> bool:
+def _mergeable(descriptor: MessageDescriptorLike) -> bool:
     """Whether the elements of a repeated field of this type count the same when parsed as one.
 
     The bytes of several messages, one after the other, parse as their merge:
@@ -273,7 +280,7 @@ def _mergeable(descriptor: Descriptor) -> bool:
     return True
 
 
-def _skeleton_count_source(descriptor: Descriptor) -> str | None:
+def _skeleton_count_source(descriptor: MessageDescriptorLike) -> str | None:
     """`k_<Message>(m, budget, size)`: the elements of a skeleton of at most `size` bytes.
 
     A repeated message field of a skeleton holds its elements' bytes: they
@@ -285,8 +292,7 @@ def _skeleton_count_source(descriptor: Descriptor) -> str | None:
     merged element or nested deeper.
     """
     plan = _PLANS[descriptor.full_name]
-    fields = descriptor.fields_by_name
-    singular = [(name, fields[name].message_type) for name in plan.singular]
+    singular = [(name, _message_type(descriptor, name)) for name in plan.singular]
     if not all(_mergeable(_DESCRIPTORS[element]) for _, element in plan.nested) or not all(
         _mergeable(sub) for _, sub in singular
     ):
@@ -318,7 +324,7 @@ def _skeleton_count_source(descriptor: Descriptor) -> str | None:
 
 def _merged(
     count: _Count,
-    parse: Callable[[bytes], Message],
+    parse: Callable[[bytes], UpbMessage],
     elements: Sequence[bytes],
     budget: int,
     size: int,
@@ -384,7 +390,7 @@ def _quick_counts() -> dict[type, _Count]:
     return out
 
 
-def _ignoring_budget(count: Callable[[Message], int]) -> _Count:
+def _ignoring_budget(count: Callable[[UpbMessage], int]) -> _Count:
     # A parsed message is counted whole: upb has already spent what it holds.
     return lambda message, _budget, _size: count(message)
 
