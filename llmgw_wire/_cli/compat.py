@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import argparse
+
+    from google.protobuf.descriptor_pb2 import FileDescriptorSet
 
     from llmgw_wire.compat import Config, Finding
     from llmgw_wire.mapping._description import MappingChange
@@ -104,7 +106,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _load(value: str, *, allow_git: bool, proto_root: Path | None) -> tuple[Any, str, Path | None]:
+def _load(
+    value: str, *, allow_git: bool, proto_root: Path | None
+) -> tuple[FileDescriptorSet, str, Path | None]:
     """A schema named on the command line, how to print it, and its proto root if a folder."""
     from llmgw_wire import compat
     from llmgw_wire.compat import from_git_input, parse_git_input

@@ -54,7 +54,7 @@ from llmgw_wire.testing.sample import sample_command, sample_registration
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Awaitable, Callable, Sequence
+    from collections.abc import Awaitable, Callable, Coroutine, Sequence
     from multiprocessing.connection import Connection
     from multiprocessing.context import SpawnContext, SpawnProcess
 
@@ -420,7 +420,12 @@ class _LogLines(logging.Handler):
         self.report.say(f"   [{record.levelname.lower()} {record.name}] {record.getMessage()}")
 
 
-def _child(conn: Connection, main: Callable[..., Any], port: int, timeout: float) -> None:
+def _child(
+    conn: Connection,
+    main: Callable[..., Coroutine[object, object, object]],
+    port: int,
+    timeout: float,
+) -> None:
     """Run `main` in this child process; say why and exit 1 if it fails."""
     report = _Reporter(conn)
     logging.getLogger().addHandler(_LogLines(report))
@@ -455,7 +460,7 @@ def agent_process(conn: Connection, port: int, timeout: float) -> None:
 class _Child:
     """A child process and the pipe it reports on."""
 
-    def __init__(self, ctx: SpawnContext, name: str, target: Callable[..., None], *args: Any):
+    def __init__(self, ctx: SpawnContext, name: str, target: Callable[..., None], *args: object):
         self.name = name
         self.conn, child_end = ctx.Pipe(duplex=False)
         self.process: SpawnProcess = ctx.Process(

@@ -10,7 +10,7 @@ cost.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, TypeVar, overload
 
 from google.protobuf.message import DecodeError as _PbDecodeError
 
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import betterproto2
     from google.protobuf.message import Message
 
+    from llmgw_wire.mapping._compiler import FillFunction, StructureFunction
     from llmgw_wire.mapping._table import ModelWithMessage
 
 __all__ = ["compiled_upb", "decode", "encode", "parse"]
@@ -73,10 +74,10 @@ def encode(value: ModelWithMessage) -> bytes:
 
 # By domain model: its whole path to bytes, made on first use (when the upb
 # backend is compiled) so that encode() is one lookup and one call.
-_ENCODERS: dict[type, Callable[[Any], bytes]] = {}
+_ENCODERS: dict[type, Callable[[ModelWithMessage], bytes]] = {}
 
 
-def _upb_encoder(domain: type) -> Callable[[Any], bytes]:
+def _upb_encoder(domain: type) -> Callable[[ModelWithMessage], bytes]:
     if not _ENCODERS:
         encoders = {}
         for model, fill in compiled_upb().fill.items():
@@ -87,11 +88,11 @@ def _upb_encoder(domain: type) -> Callable[[Any], bytes]:
 
 
 def _make_encoder(
-    domain: type, fill: Callable[[Any, Message], None], message_class: type[Message]
-) -> Callable[[Any], bytes]:
+    domain: type, fill: FillFunction, message_class: type[Message]
+) -> Callable[[ModelWithMessage], bytes]:
     serialize = serializer(message_class)
 
-    def fast(value: Any) -> bytes:
+    def fast(value: ModelWithMessage) -> bytes:
         message = message_class()
         fill(value, message)
         return serialize(message)
@@ -105,7 +106,7 @@ def parse(
     max_size: int = DEFAULT_MAX_SIZE,
     max_items: int = DEFAULT_MAX_ITEMS,
     classes: dict[str, type[Message]] = DECODE_CLASSES,
-) -> Any:
+) -> Message:
     """Parse `data` strictly as the upb message `name`, within the limits; `DecodeError` if not.
 
     As a message of `classes`: `DECODE_CLASSES`, or `DOMAIN_CLASSES`, whose
@@ -154,7 +155,7 @@ def _counted_first(raw: bytes, name: str, max_items: int) -> bool:
     return True
 
 
-def _parse_as(message_class: type[Message], raw: bytes, name: str) -> Any:
+def _parse_as(message_class: type[Message], raw: bytes, name: str) -> Message:
     try:
         message = message_class.FromString(raw)
     except _PbDecodeError as exc:
@@ -226,7 +227,7 @@ def _wire_names() -> dict[type, str]:
 
 
 @cache
-def _upb_decoders() -> dict[type, tuple[str, Callable[[Any], Any]]]:
+def _upb_decoders() -> dict[type, tuple[str, StructureFunction]]:
     """By domain model with a wire message of its own: its name and the upb structure function."""
     structure = compiled_upb().structure
     return {

@@ -25,7 +25,14 @@ from llmgw_wire.codec._classes import betterproto2_classes, not_top_level, top_l
 from llmgw_wire.codec._guard import guarded_structure, guarded_unstructure
 from llmgw_wire.errors import DecodeError, shown
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE, STATE_NUMBERS, pair_for
-from llmgw_wire.mapping._compiler import Betterproto2, Compiled, Hooks, compile_backend
+from llmgw_wire.mapping._compiler import (
+    Betterproto2,
+    Compiled,
+    Hooks,
+    StructureFunction,
+    UnstructureFunction,
+    compile_backend,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,7 +69,7 @@ def _checked_structure(fn: Callable[..., T], domain: type) -> Callable[..., T]:
     wire_class = betterproto2_classes()[wire_name]
     guarded = guarded_structure(fn, domain)
 
-    def structure(message: Any, _: Any = None, **context: str) -> T:
+    def structure(message: object, _: object = None, **context: str) -> T:
         if not isinstance(message, wire_class):
             raise DecodeError(
                 wire_name, f"expected a {wire_class.__name__} message, got {type(message).__name__}"
@@ -73,8 +80,8 @@ def _checked_structure(fn: Callable[..., T], domain: type) -> Callable[..., T]:
     return structure
 
 
-_StructureHooks = dict[type, "Callable[..., Any]"]
-_UnstructureHooks = dict[type, "Callable[[Any], Any]"]
+_StructureHooks = dict[type, StructureFunction]
+_UnstructureHooks = dict[type, UnstructureFunction]
 
 
 def _guarded_hooks(compiled: Compiled) -> tuple[_StructureHooks, _UnstructureHooks]:
@@ -101,16 +108,16 @@ class _HookFailed(Exception):  # noqa: N818 - a carrier inside the library, neve
         self.error = error
 
 
-def _called_structure(hook: Callable[..., Any], domain: type[Any]) -> Callable[..., Any]:
+def _called_structure(hook: Callable[..., object], domain: type[Any]) -> StructureFunction:
     """A registered structure hook of `domain`, as the compiled functions call a nested model's.
 
     What the enclosing message supplies (an adopted shard's node id) is set
     on the hook's value, as the mapping sets it on its own.
     """
 
-    def structure(message: Any, **context: str) -> Any:
+    def structure(message: object, **context: str) -> object:
         try:
-            value: Any = hook(message, domain)
+            value = hook(message, domain)
             if not isinstance(value, domain):
                 reason = f"gave {shown(value)}, not a {domain.__name__}"
                 raise TypeError(f"the structure hook registered for {domain.__name__} {reason}")
@@ -121,11 +128,11 @@ def _called_structure(hook: Callable[..., Any], domain: type[Any]) -> Callable[.
     return structure
 
 
-def _called_unstructure(hook: Callable[[Any], Any], domain: type) -> Callable[[Any], Any]:
+def _called_unstructure(hook: Callable[[Any], object], domain: type) -> UnstructureFunction:
     """A registered unstructure hook of `domain`, as compiled functions call a nested model's."""
     message_class = wire_class(domain)
 
-    def unstructure(value: Any) -> Any:
+    def unstructure(value: object) -> object:
         try:
             message = hook(value)
             if not isinstance(message, message_class):
@@ -141,7 +148,7 @@ def _called_unstructure(hook: Callable[[Any], Any], domain: type) -> Callable[[A
 def _raising_hook_errors(fn: Callable[..., T]) -> Callable[..., T]:
     """`fn`, such that what a registered hook raised inside it is raised as the hook raised it."""
 
-    def call(*args: Any, **kwargs: Any) -> T:
+    def call(*args: object, **kwargs: object) -> T:
         try:
             return fn(*args, **kwargs)
         except _HookFailed as failed:
@@ -183,7 +190,7 @@ class _MappedConverter(cattrs.Converter):
     hook registered by class (cattrs' dispatch), so it changes nothing here.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:  # cattrs.Converter's
         super().__init__(*args, **kwargs)
         #: The mapping's hooks this converter holds, and the models' others.
         self._mapped: tuple[_StructureHooks, _UnstructureHooks] = ({}, {})
@@ -267,7 +274,7 @@ def make_converter() -> cattrs.Converter:
 converter: cattrs.Converter = make_converter()
 
 
-def structure_with_context(message: Any, domain: type[T], **context: str) -> T:
+def structure_with_context(message: object, domain: type[T], **context: str) -> T:
     """Like `converter.structure`, with the values a message takes from its enclosing one.
 
     An adopted shard's `node_id`, for instance, is the registration's.

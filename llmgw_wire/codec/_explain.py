@@ -10,8 +10,6 @@ nothing wrong, the two readings of the table disagree: that is the library's
 
 from __future__ import annotations
 
-from typing import Any
-
 from llmgw_wire.errors import DecodeError, EncodeError, InternalError
 from llmgw_wire.mapping import pair_for
 from llmgw_wire.mapping._explain import explain_value, explain_wire
@@ -36,7 +34,7 @@ def explain_encode(
 
 
 def explain_decode(
-    domain: type, message: Any, *_: object, **__: object
+    domain: type, message: object, *_: object, **__: object
 ) -> DecodeError | InternalError:
     """The error for `message`, refused while structuring it as `domain`."""
     name = pair_for(domain).wire

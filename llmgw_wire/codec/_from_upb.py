@@ -28,6 +28,13 @@ from llmgw_wire.mapping._compiler import exec_generated
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import betterproto2
+
+    from llmgw_wire.codec._typing import UpbMessage
+
+    #: Builds the betterproto2 message of one proto type from upb's.
+    _Build = Callable[[UpbMessage], betterproto2.Message]
+
 __all__ = ["build", "top_level_unknown"]
 
 
@@ -35,7 +42,7 @@ def _fn_name(full_name: str, prefix: str = "b") -> str:
     return f"{prefix}_{full_name.replace('.', '_')}"
 
 
-def _value(field: FieldDescriptor, source: str, names: dict[str, Any], prefix: str) -> str:
+def _value(field: FieldDescriptor, source: str, names: dict[str, object], prefix: str) -> str:
     """Source: the betterproto2 value of one non-repeated upb value `source` of `field`."""
     if field.message_type is not None:
         return f"{_fn_name(field.message_type.full_name, prefix)}({source})"
@@ -60,7 +67,7 @@ def _upb_string_order(item: tuple[str, object]) -> bytes:
     return item[0].encode() + b"\xff"
 
 
-def _field_source(field: FieldDescriptor, names: dict[str, Any], prefix: str) -> str:
+def _field_source(field: FieldDescriptor, names: dict[str, object], prefix: str) -> str:
     get = f"m.{field.name}"
     message = field.message_type
     if message is not None and message.GetOptions().map_entry:
@@ -86,7 +93,7 @@ def _field_source(field: FieldDescriptor, names: dict[str, Any], prefix: str) ->
 
 
 @cache
-def _builders() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
+def _builders() -> dict[str, tuple[_Build, _Build]]:
     """By proto full name: the two functions that build its betterproto2 message from upb's.
 
     The first drops unknown fields; the second keeps each message's own.
@@ -94,7 +101,7 @@ def _builders() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
     from llmgw_wire.codec._schema import CLASSES
 
     classes = betterproto2_classes()
-    names: dict[str, Any] = {"_unknown": top_level_unknown}
+    names: dict[str, object] = {"_unknown": top_level_unknown}
     sources: dict[str, str] = {}
     for full_name, upb_class in CLASSES.items():
         cls = classes[full_name]
@@ -117,7 +124,7 @@ def _builders() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
             lines.append("    return o")
             name = _fn_name(full_name, prefix)
             sources[f"<llmgw_wire generated upb->betterproto2 {name}>"] = "\n".join(lines) + "\n"
-    namespace = dict(names)
+    namespace: dict[str, Any] = dict(names)  # and what the generated code defines
     # One file name per function: tracebacks and debuggers show its source.
     exec_generated(sources, namespace)
     return {
@@ -126,7 +133,7 @@ def _builders() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]:
     }
 
 
-def build(message: Any, full_name: str) -> Any:
+def build(message: UpbMessage, full_name: str) -> Any:  # the class `full_name` names
     """The betterproto2 message `full_name` with what the upb `message` holds, unknown fields too.
 
     Whether there are unknown fields at all is one C-speed copy away; only
@@ -141,7 +148,7 @@ def build(message: Any, full_name: str) -> Any:
     return keeping(message)
 
 
-def top_level_unknown(message: Any) -> bytes:
+def top_level_unknown(message: UpbMessage) -> bytes:
     """The unknown fields of the upb `message` itself (not of its sub-messages), as bytes.
 
     upb writes a message's unknown fields after its known ones, so they are

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import attrs
 from cattrs.cols import list_structure_factory
@@ -41,6 +41,8 @@ from llmgw_wire.mapping import PAIRS, is_secret
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from attrs import AttrsInstance
+
 __all__ = [
     "decode",
     "encode",
@@ -50,6 +52,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: A value as `json.loads` gives it and `json.dumps` takes it.
+JSONValue: TypeAlias = "bool | int | float | str | list[JSONValue] | dict[str, JSONValue] | None"
 Path = tuple[str | int, ...]
 
 _MS = dt.timedelta(milliseconds=1)
@@ -164,7 +169,7 @@ def _enum_structure(cls: type[enum.Enum]) -> Callable[[object, object], enum.Enu
     return structure
 
 
-def _optional_of(annotation: object) -> Any:
+def _optional_of(annotation: object) -> object:
     """The `X` of `X | None`, or None for any other annotation."""
     if typing.get_origin(annotation) not in (typing.Union, types.UnionType):
         return None
@@ -174,7 +179,7 @@ def _optional_of(annotation: object) -> Any:
     return args[0] if args[1] is type(None) else args[1]
 
 
-def _array_item(annotation: object) -> Any:
+def _array_item(annotation: object) -> object:
     """The `X` of `list[X]` or `tuple[X, ...]`, or None for any other annotation."""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if origin is list and len(args) == 1:
@@ -194,7 +199,7 @@ def _is_secret(cls: type, name: str) -> bool:
     return attrs.has(cls) and is_secret(cls, name)
 
 
-def _secret_cut(value: Any, path: Path) -> Path | None:
+def _secret_cut(value: Any, path: Path) -> Path | None:  # any value, indexed as `path` says
     """`path` cut after the secret attribute it goes through, or None if it goes through none."""
     for i, step in enumerate(path):
         if isinstance(step, str) and _is_secret(type(value), step):
@@ -334,7 +339,7 @@ class _JSONConverter(JsonConverter):
     # cattrs calls these two itself for some nested values: only the outermost
     # call translates, so that the path is the whole document's.
 
-    def structure(self, obj: Any, cl: Any) -> Any:
+    def structure(self, obj: object, cl: type[T]) -> T:
         if _NESTED.get():
             return super().structure(obj, cl)
         token = _NESTED.set(True)
@@ -347,7 +352,7 @@ class _JSONConverter(JsonConverter):
         # Raised outside the handler, so that no chained exception keeps the value.
         raise JSONError(_type_name(cl), problem.reason, problem.path)
 
-    def unstructure(self, obj: Any, unstructure_as: Any = None) -> Any:
+    def unstructure(self, obj: object, unstructure_as: object = None) -> object:
         if _NESTED.get():
             return super().unstructure(obj, unstructure_as)
         token = _NESTED.set(True)
@@ -377,13 +382,13 @@ class _JSONConverter(JsonConverter):
 
 
 def _unstructure_failure(
-    conv: JsonConverter, value: object, declared: Any = None, path: Path = ()
-) -> tuple[Path, Any]:
+    conv: JsonConverter, value: object, declared: object = None, path: Path = ()
+) -> tuple[Path, object]:
     """The path and declared type of the innermost value in `value` that `conv` cannot take."""
     cls: Any = type(value)
     if attrs.has(cls):
         fields = attrs.fields(attrs.resolve_types(cls))
-        parts: list[tuple[str | int, object, Any]] = [
+        parts: list[tuple[str | int, object, object]] = [
             (field.name, getattr(value, field.name), field.type) for field in fields
         ]
     elif isinstance(value, (list, tuple)):
@@ -413,7 +418,7 @@ def _refused(obj: object, expected: str, got: object, path: Path) -> EncodeError
 _NESTED: ContextVar[bool] = ContextVar("llmgw_wire_json_nested", default=False)
 
 
-def _declared_type(obj: object, unstructure_as: Any) -> Any:
+def _declared_type(obj: object, unstructure_as: object) -> Any:  # a type or a generic alias
     """The type to check a dump of `obj` against, when it is known."""
     if unstructure_as is not None:
         return unstructure_as
@@ -455,7 +460,7 @@ def make_json_converter(*, include_secrets: bool = False) -> JsonConverter:
     conv.register_unstructure_hook(dt.datetime, _unstructure_datetime)
     conv.register_structure_hook_factory(_is_enum, _enum_structure)
 
-    def optional(annotation: Any) -> Callable[[object, object], object]:
+    def optional(annotation: object) -> Callable[[object, object], object]:
         inner_type = _optional_of(annotation)
         inner = conv.get_structure_hook(inner_type)
 
@@ -471,7 +476,7 @@ def make_json_converter(*, include_secrets: bool = False) -> JsonConverter:
 
         return structure
 
-    def array(annotation: Any) -> Callable[[object, object], object]:
+    def array(annotation: object) -> Callable[[object, object], object]:
         # cattrs' own list hook, behind a check that the value is an array: it
         # would take any iterable, a string as a list of characters.
         item = _array_item(annotation)
@@ -486,7 +491,7 @@ def make_json_converter(*, include_secrets: bool = False) -> JsonConverter:
 
         return structure
 
-    def attrs_structure(cls: Any) -> Callable[[object, object], object]:
+    def attrs_structure(cls: type[AttrsInstance]) -> Callable[[object, object], object]:
         fields = make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=False)
 
         def structure(value: object, _: object) -> object:
@@ -496,7 +501,7 @@ def make_json_converter(*, include_secrets: bool = False) -> JsonConverter:
 
         return structure
 
-    def attrs_unstructure(cls: Any) -> Callable[[Any], dict[str, Any]]:
+    def attrs_unstructure(cls: type[AttrsInstance]) -> Callable[[Any], dict[str, Any]]:
         omitted = {} if include_secrets else _secret_overrides(cls)
         return make_dict_unstructure_fn(cls, conv, **omitted)
 
@@ -507,7 +512,7 @@ def make_json_converter(*, include_secrets: bool = False) -> JsonConverter:
     return conv
 
 
-def _secret_overrides(cls: Any) -> dict[str, Any]:
+def _secret_overrides(cls: type[AttrsInstance]) -> dict[str, Any]:
     return {
         field.name: override(omit=True) for field in attrs.fields(cls) if is_secret(cls, field.name)
     }
@@ -535,14 +540,14 @@ def encode(value: object, *, include_secrets: bool = False, indent: int | None =
     return conv.dumps(value, indent=indent)
 
 
-def parse_json(data: str | bytes | bytearray, type_name: str) -> Any:
+def parse_json(data: str | bytes | bytearray, type_name: str) -> JSONValue:
     """JSON text (or UTF-8, -16 or -32 bytes) as plain values.
 
     Raises:
         JSONError: the text is not JSON; `type_name` says what it was to be.
     """
     try:
-        return json.loads(data)
+        document: JSONValue = json.loads(data)
     except json.JSONDecodeError as exc:
         # "Unterminated string starting at" is one of json's messages.
         where = f"at line {exc.lineno}, column {exc.colno}"
@@ -555,6 +560,8 @@ def parse_json(data: str | bytes | bytearray, type_name: str) -> Any:
         # Python refuses to read an integer of more than 4300 digits
         # (sys.get_int_max_str_digits()): a bare ValueError, not a JSONDecodeError.
         reason = f"not JSON this reader accepts: {_int_limit(exc)}"
+    else:
+        return document
     raise JSONError(type_name, reason)
 
 

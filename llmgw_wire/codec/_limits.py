@@ -21,7 +21,12 @@ from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping._compiler import exec_generated
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable, Sequence
+
+    from llmgw_wire.codec._typing import MessageDescriptorLike, UpbMessage
+
+    #: A count of a message within a budget and a size (`k_` and `n_` functions).
+    _Count = Callable[[UpbMessage, int, int], int]
 
 __all__ = [
     "BYTES_PER_ITEM",
@@ -80,7 +85,7 @@ class _Plan:
 
     __slots__ = ("nested", "repeated", "singular")
 
-    def __init__(self, descriptor: Any) -> None:
+    def __init__(self, descriptor: MessageDescriptorLike) -> None:
         fields = descriptor.fields
         self.repeated = tuple(f.name for f in fields if f.is_repeated)
         self.nested = tuple(
@@ -95,7 +100,7 @@ class _Plan:
         )
 
 
-def _leads_to_items(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+def _leads_to_items(descriptor: MessageDescriptorLike, seen: frozenset[str] = frozenset()) -> bool:
     if descriptor.full_name in seen:
         return False
     return any(
@@ -108,7 +113,7 @@ def _leads_to_items(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool
     )
 
 
-def item_count(message: Any, stop_above: int | None = None) -> int:
+def item_count(message: UpbMessage, stop_above: int | None = None) -> int:
     """Elements of every repeated field and map of `message`, at any depth.
 
     The count runs on a message of either `CLASSES` or `SKELETONS`
@@ -121,18 +126,20 @@ def item_count(message: Any, stop_above: int | None = None) -> int:
     return _count(message, stop_above)[0]
 
 
-def _count(message: Any, stop_above: int | None) -> tuple[int, bool]:
+def _count(message: UpbMessage, stop_above: int | None) -> tuple[int, bool]:
     """The count, and whether it is complete (False: stopped once over `stop_above`)."""
     limit = stop_above if stop_above is not None else float("inf")
     count = 0
     # Depth first, and an element of a skeleton parsed only when its turn comes.
-    pending: list[tuple[Any, Any]] = [(message, None)]
+    # A message, or an element's bytes with the skeleton class to parse them as.
+    pending: list[tuple[UpbMessage, None] | tuple[bytes, type[UpbMessage]]] = [(message, None)]
     while pending and count <= limit:
-        current, skeleton = pending.pop()
-        if skeleton is not None:
-            parsed = skeleton()
-            parsed.ParseFromString(current)
-            current = parsed
+        entry = pending.pop()
+        if entry[1] is None:
+            current = entry[0]
+        else:
+            current = entry[1]()
+            current.ParseFromString(entry[0])
         plan = _PLANS[current.DESCRIPTOR.full_name]
         for name in plan.repeated:
             count += len(getattr(current, name))
@@ -146,7 +153,7 @@ def _count(message: Any, stop_above: int | None) -> tuple[int, bool]:
         for name, element_type in plan.nested:
             skeleton = _SKELETON_BY_NAME[element_type]
             pending.extend(
-                (element, skeleton if isinstance(element, bytes) else None)
+                (element, skeleton) if isinstance(element, bytes) else (element, None)
                 for element in getattr(current, name)
             )
         pending.extend(
@@ -164,7 +171,7 @@ def item_budget(size: int, max_items: int) -> int:
     return min(max_items, ITEMS_ANY_SIZE + size // BYTES_PER_ITEM)
 
 
-def check_items(message: Any, name: str, max_items: int, size: int | None = None) -> None:
+def check_items(message: UpbMessage, name: str, max_items: int, size: int | None = None) -> None:
     """Raise `DecodeError` when `message` has more counted elements than its budget.
 
     The budget is `max_items`, or with the message's `size` in bytes,
@@ -195,8 +202,8 @@ def over_budget(counted: str, what: str, budget: int, max_items: int, size: int 
     return reason
 
 
-def _all_descriptors(descriptors: Any) -> list[Any]:
-    out = []
+def _all_descriptors(descriptors: Iterable[MessageDescriptorLike]) -> list[MessageDescriptorLike]:
+    out: list[MessageDescriptorLike] = []
     stack = list(descriptors)
     while stack:
         descriptor = stack.pop()
@@ -210,13 +217,13 @@ _REAL = _all_descriptors(cls.DESCRIPTOR for cls in CLASSES.values())
 # By full name, the same for a real message and its skeleton: the fields to read.
 _PLANS: dict[str, _Plan] = {d.full_name: _Plan(d) for d in _REAL}
 
-_SKELETON_BY_NAME: dict[str, Any] = {
+_SKELETON_BY_NAME: dict[str, type[UpbMessage]] = {
     d.full_name: message_factory.GetMessageClass(d)
     for d in _all_descriptors(cls.DESCRIPTOR for cls in SKELETONS.values())
 }
 
 
-def _quick_count_source(descriptor: Any) -> str:
+def _quick_count_source(descriptor: MessageDescriptorLike) -> str:
     """`n_<Message>(m)`: the elements of a parsed (not skeleton) message, unrolled.
 
     What `_count` does with its plan, as one expression per message type, so
@@ -228,18 +235,25 @@ def _quick_count_source(descriptor: Any) -> str:
     terms = [f"len(m.{name})" for name in plan.repeated]
     terms += [f"sum(map({_quick_name(element)}, m.{name}))" for name, element in plan.nested]
     terms += [
-        f"({_quick_name(descriptor.fields_by_name[name].message_type.full_name)}(m.{name})"
+        f"({_quick_name(_message_type(descriptor, name).full_name)}(m.{name})"
         f" if m.HasField({name!r}) else 0)"
         for name in plan.singular
     ]
     return f"def {_quick_name(descriptor.full_name)}(m):\n    return {' + '.join(terms) or '0'}\n"
 
 
+def _message_type(descriptor: MessageDescriptorLike, name: str) -> MessageDescriptorLike:
+    """The message type of the field `name` of `descriptor`, a message field of its plan."""
+    sub = descriptor.fields_by_name[name].message_type
+    assert sub is not None, name  # a plan's nested and singular fields are message fields
+    return sub
+
+
 def _quick_name(full_name: str) -> str:
     return "n_" + full_name.replace(".", "_")
 
 
-def _recursive(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
+def _recursive(descriptor: MessageDescriptorLike, seen: frozenset[str] = frozenset()) -> bool:
     if descriptor.full_name in seen:
         return True
     inner = seen | {descriptor.full_name}
@@ -248,7 +262,7 @@ def _recursive(descriptor: Any, seen: frozenset[str] = frozenset()) -> bool:
     )
 
 
-def _mergeable(descriptor: Any) -> bool:
+def _mergeable(descriptor: MessageDescriptorLike) -> bool:
     """Whether the elements of a repeated field of this type count the same when parsed as one.
 
     The bytes of several messages, one after the other, parse as their merge:
@@ -266,7 +280,7 @@ def _mergeable(descriptor: Any) -> bool:
     return True
 
 
-def _skeleton_count_source(descriptor: Any) -> str | None:
+def _skeleton_count_source(descriptor: MessageDescriptorLike) -> str | None:
     """`k_<Message>(m, budget, size)`: the elements of a skeleton of at most `size` bytes.
 
     A repeated message field of a skeleton holds its elements' bytes: they
@@ -278,8 +292,7 @@ def _skeleton_count_source(descriptor: Any) -> str | None:
     merged element or nested deeper.
     """
     plan = _PLANS[descriptor.full_name]
-    fields = descriptor.fields_by_name
-    singular = [(name, fields[name].message_type) for name in plan.singular]
+    singular = [(name, _message_type(descriptor, name)) for name in plan.singular]
     if not all(_mergeable(_DESCRIPTORS[element]) for _, element in plan.nested) or not all(
         _mergeable(sub) for _, sub in singular
     ):
@@ -310,9 +323,9 @@ def _skeleton_count_source(descriptor: Any) -> str | None:
 
 
 def _merged(
-    count: Callable[[Any, int, int], int],
-    parse: Callable[[bytes], Any],
-    elements: Any,
+    count: _Count,
+    parse: Callable[[bytes], UpbMessage],
+    elements: Sequence[bytes],
     budget: int,
     size: int,
 ) -> int:
@@ -345,7 +358,7 @@ def _skeleton_name(full_name: str) -> str:
     return "k_" + _quick_name(full_name)
 
 
-def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
+def _quick_counts() -> dict[type, _Count]:
     """By parsed message class (`CLASSES`, `DECODE_CLASSES`, `DOMAIN_CLASSES`, `SKELETONS`).
 
     Its unrolled count.
@@ -355,7 +368,7 @@ def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
     # A field's elements, joined, are parsed as the skeleton's message with
     # only the fields that hold elements (`COUNTED`): the rest are skipped.
     counted = _all_descriptors(cls.DESCRIPTOR for cls in COUNTED.values())
-    namespace: dict[str, Any] = {
+    namespace: dict[str, Any] = {  # what the generated code defines
         f"_parse_{_quick_name(d.full_name)}": message_factory.GetMessageClass(d).FromString
         for d in counted
     }
@@ -366,7 +379,7 @@ def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
         if source is not None:
             sources[f"<llmgw_wire generated skeleton count {d.full_name}>"] = source
     exec_generated(sources, namespace)
-    out: dict[type, Callable[[Any, int, int], int]] = {}
+    out: dict[type, _Count] = {}
     for name, cls in SKELETONS.items():
         # Every count a `k_` calls is written too: its types are all `_mergeable`.
         if _skeleton_name(name) in namespace:
@@ -377,7 +390,7 @@ def _quick_counts() -> dict[type, Callable[[Any, int, int], int]]:
     return out
 
 
-def _ignoring_budget(count: Callable[[Any], int]) -> Callable[[Any, int, int], int]:
+def _ignoring_budget(count: Callable[[UpbMessage], int]) -> _Count:
     # A parsed message is counted whole: upb has already spent what it holds.
     return lambda message, _budget, _size: count(message)
 

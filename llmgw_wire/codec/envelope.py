@@ -16,7 +16,7 @@ as `decode` (size and elements) to every envelope.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from attrs import frozen
 
@@ -29,6 +29,11 @@ from llmgw_wire.mapping import ENVELOPES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from google.protobuf.descriptor import Descriptor
+    from google.protobuf.message import Message
+
+    from llmgw_wire.mapping._compiler import FillFunction, StructureFunction
 
 __all__ = [
     "AGENT_MESSAGE",
@@ -81,29 +86,29 @@ class EnvelopeCodec:
         self._oneof = table.oneof
         self.domains: dict[str, type] = dict(table.members)
         self.members: dict[type, str] = {domain: member for member, domain in table.members}
-        upb_class: Any = CLASSES[name]
+        upb_class: type[Message] = CLASSES[name]
         self._upb_class = upb_class
         compiled = compiled_upb()
         fields = upb_class.DESCRIPTOR.fields_by_name
-        self._encode: dict[type, Callable[[Any], bytes]] = {
+        self._encode: dict[type, Callable[[object], bytes]] = {
             domain: self._encoder(
                 member, domain, compiled.fill[domain], fields[member].message_type
             )
             for member, domain in table.members
         }
-        self._structure: dict[str, Callable[[Any], Any]] = {
+        self._structure: dict[str, StructureFunction] = {
             member: guarded_structure(compiled.structure[domain], domain)
             for member, domain in table.members
         }
 
     def _encoder(
-        self, member: str, domain: type, fill: Callable[[Any, Any], None], reach: Any
-    ) -> Callable[[Any], bytes]:
+        self, member: str, domain: type, fill: FillFunction, reach: Descriptor
+    ) -> Callable[[object], bytes]:
         # As `encode` does: map entries sorted where the member can hold a map.
         serialize = serializer(self._upb_class, reach)
         upb_class = self._upb_class
 
-        def fast(value: Any) -> bytes:
+        def fast(value: object) -> bytes:
             envelope = upb_class()
             # Filling a member sets it, and only it: a oneof holds one member.
             fill(value, getattr(envelope, member))

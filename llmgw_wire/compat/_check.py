@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from llmgw_wire.compat._config import Config
 from llmgw_wire.compat._model import CompatError, Finding, index
 from llmgw_wire.compat._rules import CATEGORIES, REGISTRY, ElementPair
 
+if TYPE_CHECKING:
+    from google.protobuf.descriptor_pb2 import FileDescriptorSet
+
 __all__ = ["check"]
 
 
 def check(
-    old: Any, new: Any, *, category: str = "WIRE_JSON", config: Config | None = None
+    old: FileDescriptorSet,
+    new: FileDescriptorSet,
+    *,
+    category: str = "WIRE_JSON",
+    config: Config | None = None,
 ) -> list[Finding]:
     """Compare two versions of a schema and list the changes that break peers.
 

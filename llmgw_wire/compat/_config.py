@@ -248,7 +248,7 @@ def load_config(
 _TOML_PATH = {"tool": "tool", "llmgw-wire": "tool.llmgw-wire", "compat": "tool.llmgw-wire.compat"}
 
 
-def _toml(text: str, where: str) -> dict[str, Any]:
+def _toml(text: str, where: str) -> dict[str, object]:
     # tomllib is Python 3.11's; on 3.10 its backport tomli, if installed.
     try:
         tomllib = importlib.import_module("tomllib")
@@ -260,7 +260,7 @@ def _toml(text: str, where: str) -> dict[str, Any]:
                 f"reading {where} on Python 3.10 needs tomli: pip install tomli"
             ) from None
     try:
-        data: dict[str, Any] = tomllib.loads(text)
+        data: dict[str, object] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise CompatError(f"{where} is not valid TOML: {exc}") from None
     except RecursionError:
@@ -268,7 +268,7 @@ def _toml(text: str, where: str) -> dict[str, Any]:
     return data
 
 
-def _yaml(text: str, where: str) -> Any:
+def _yaml(text: str, where: str) -> object:
     try:
         yaml = importlib.import_module("yaml")
     except ImportError:
@@ -286,7 +286,7 @@ def _yaml(text: str, where: str) -> Any:
         raise CompatError(f"{where} is not a configuration: nested too deeply") from None
 
 
-def _loader(yaml: Any) -> Any:
+def _loader(yaml: Any) -> type:  # the module `yaml`, untyped
     """PyYAML's SafeLoader without aliases, and with a bound on nesting.
 
     Aliases let a few hundred bytes expand into gigabytes ("billion laughs");
@@ -296,7 +296,7 @@ def _loader(yaml: Any) -> Any:
     class Loader(yaml.SafeLoader):  # type: ignore[misc]
         depth = 0
 
-        def compose_node(self, parent: Any, index: Any) -> Any:
+        def compose_node(self, parent: object, index: object) -> object:
             if self.check_event(yaml.AliasEvent):
                 event = self.peek_event()
                 raise yaml.composer.ComposerError(

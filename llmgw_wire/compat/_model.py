@@ -9,10 +9,11 @@ it), and building one costs more than the comparison.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 from google.protobuf import descriptor_pb2
+from google.protobuf.message import Message
 
 from llmgw_wire.errors import WireError
 
@@ -111,7 +112,7 @@ class SchemaElement:
     name: str  # full name; the path for a file
     file: str
     path: tuple[int, ...]
-    proto: Any  # the *DescriptorProto
+    proto: Message  # the *DescriptorProto
     parent: str = ""  # the enclosing message's full name, "" at file level
     extendee: str = ""  # an extension's extended message, "" for anything else
 
@@ -143,7 +144,7 @@ class Schema:
     types: dict[str, SchemaElement]
     spans: dict[tuple[str, tuple[int, ...]], Span]
     anchors: dict[str, tuple[str, tuple[int, ...]]]
-    files: dict[str, Any]
+    files: dict[str, descriptor_pb2.FileDescriptorProto]
 
     def locate(self, node: SchemaElement, sub: tuple[int, ...] = ()) -> Span:
         """Where `node` (or its part `sub`) is, or else what encloses it."""
@@ -247,7 +248,7 @@ class Schema:
             return str(field.proto.json_name)
         return json_name_of(field.proto.name)
 
-    def enum_values(self, enum_name: str) -> list[Any]:
+    def enum_values(self, enum_name: str) -> list[descriptor_pb2.EnumValueDescriptorProto]:
         """The values of the enum `enum_name` (empty when it is not in the set)."""
         node = self.types.get(enum_name)
         return list(node.proto.value) if node is not None else []
@@ -286,7 +287,7 @@ _EDITION_DEFAULTS = {
 }
 
 
-def index(files: Iterable[Any], what: str) -> Schema:  # noqa: PLR0912 - one walk of a file
+def index(files: Iterable[descriptor_pb2.FileDescriptorProto], what: str) -> Schema:  # noqa: PLR0912 - one walk of a file
     """Index the files of one `FileDescriptorSet` (`what` names it in errors)."""
     elements: dict[str, dict[object, SchemaElement]] = {
         kind: {} for kind in ("file", "message", "field", "enum", "method")
@@ -294,19 +295,37 @@ def index(files: Iterable[Any], what: str) -> Schema:  # noqa: PLR0912 - one wal
     types: dict[str, SchemaElement] = {}
     spans: dict[tuple[str, tuple[int, ...]], Span] = {}
     anchors: dict[str, tuple[str, tuple[int, ...]]] = {}
-    by_name: dict[str, Any] = {}
+    by_name: dict[str, descriptor_pb2.FileDescriptorProto] = {}
 
-    def extension(file: Any, proto: Any, path: tuple[int, ...], scope: str, parent: str) -> None:
+    def extension(
+        file: descriptor_pb2.FileDescriptorProto,
+        proto: descriptor_pb2.FieldDescriptorProto,
+        path: tuple[int, ...],
+        scope: str,
+        parent: str,
+    ) -> None:
         extendee = proto.extendee.lstrip(".")
         elements["field"]["extend", extendee, proto.number] = SchemaElement(
             scope + proto.name, file.name, path, proto, parent, extendee
         )
 
-    def enum(file: Any, proto: Any, name: str, path: tuple[int, ...], parent: str) -> None:
+    def enum(
+        file: descriptor_pb2.FileDescriptorProto,
+        proto: descriptor_pb2.EnumDescriptorProto,
+        name: str,
+        path: tuple[int, ...],
+        parent: str,
+    ) -> None:
         node = SchemaElement(name, file.name, path, proto, parent)
         elements["enum"][name] = types[name] = node
 
-    def message(file: Any, proto: Any, name: str, path: tuple[int, ...], parent: str) -> None:
+    def message(
+        file: descriptor_pb2.FileDescriptorProto,
+        proto: descriptor_pb2.DescriptorProto,
+        name: str,
+        path: tuple[int, ...],
+        parent: str,
+    ) -> None:
         node = SchemaElement(name, file.name, path, proto, parent)
         elements["message"][name] = types[name] = node
         for i, field in enumerate(proto.field):

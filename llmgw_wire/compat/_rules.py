@@ -14,7 +14,7 @@ import math
 import struct
 from collections.abc import Callable, Iterator
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 from google.protobuf import descriptor_pb2
@@ -23,6 +23,8 @@ from llmgw_wire.compat._model import EXPLICIT, IMPLICIT, MAP, REPEATED, Schema, 
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from google.protobuf.message import Message
 
 __all__ = ["CATEGORIES", "RULES", "BreakingRule", "ElementPair", "Hit", "rule"]
 
@@ -225,14 +227,16 @@ def _reserved_ranges(node: SchemaElement, kind: str) -> list[tuple[int, int]]:
     return [(r.start, r.end - shift) for r in node.proto.reserved_range]
 
 
-def _values_by_number(proto: Any) -> dict[int, list[tuple[int, Any]]]:
-    values: dict[int, list[tuple[int, Any]]] = {}
+def _values_by_number(
+    proto: Message,
+) -> dict[int, list[tuple[int, descriptor_pb2.EnumValueDescriptorProto]]]:
+    values: dict[int, list[tuple[int, descriptor_pb2.EnumValueDescriptorProto]]] = {}
     for i, value in enumerate(proto.value):
         values.setdefault(value.number, []).append((i, value))
     return values
 
 
-def _names(values: list[tuple[int, Any]]) -> str:
+def _names(values: list[tuple[int, descriptor_pb2.EnumValueDescriptorProto]]) -> str:
     return ", ".join(_q(value.name) for _, value in values)
 
 
@@ -256,7 +260,10 @@ def _file_same_package(p: ElementPair) -> Iterator[Hit]:
 
 
 def _field_deleted(
-    p: ElementPair, reserved: Callable[[Any], bool], what: str, why: str
+    p: ElementPair,
+    reserved: Callable[[descriptor_pb2.FieldDescriptorProto], bool],
+    what: str,
+    why: str,
 ) -> Iterator[Hit]:
     kept = {field.number for field in p.new.proto.field}
     for field in p.old.proto.field:
@@ -295,7 +302,9 @@ def _message_same_required_fields(p: ElementPair) -> Iterator[Hit]:
     # As buf: the `required` label of the descriptor, which an editions field
     # with features.field_presence = LEGACY_REQUIRED does not carry (its
     # cardinality, which the cardinality rules compare, is still required).
-    def required(node: SchemaElement, schema: Schema) -> dict[int, Any]:
+    def required(
+        node: SchemaElement, schema: Schema
+    ) -> dict[int, descriptor_pb2.FieldDescriptorProto]:
         del schema
         return {f.number: f for f in node.proto.field if f.label == _FDP.LABEL_REQUIRED}
 
@@ -479,7 +488,7 @@ _INTEGERS = frozenset(
 )
 
 
-def _default(field: SchemaElement, schema: Schema) -> tuple[Any, str] | None:  # noqa: PLR0911 - one per kind
+def _default(field: SchemaElement, schema: Schema) -> tuple[bytes | float, str] | None:  # noqa: PLR0911 - one per kind
     """A field's default as a comparable value and as text, if it can have one."""
     proto = field.proto
     kind = schema.field_kind(field)
@@ -516,7 +525,7 @@ def _float32(value: float) -> float:
         return math.copysign(math.inf, value)
 
 
-def _defaults_equal(old: Any, new: Any, kinds: set[str]) -> bool:
+def _defaults_equal(old: bytes | float, new: bytes | float, kinds: set[str]) -> bool:
     # As buf: strings and bytes compare as bytes, and differ from any number
     # (a type change the type rules report too); numbers, bools and enums by
     # value, exactly; a float against a double at float precision.
@@ -548,7 +557,10 @@ def _field_same_default(p: ElementPair) -> Iterator[Hit]:
 
 
 def _enum_value_deleted(
-    p: ElementPair, reserved: Callable[[int, list[tuple[int, Any]]], bool], what: str, why: str
+    p: ElementPair,
+    reserved: Callable[[int, list[tuple[int, descriptor_pb2.EnumValueDescriptorProto]]], bool],
+    what: str,
+    why: str,
 ) -> Iterator[Hit]:
     new = _values_by_number(p.new.proto)
     for number, values in sorted(_values_by_number(p.old.proto).items()):

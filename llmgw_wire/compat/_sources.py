@@ -11,7 +11,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import DecodeError as _ProtobufDecodeError
@@ -23,6 +23,9 @@ from llmgw_wire.compat._files import (
     safe_relative,
 )
 from llmgw_wire.compat._model import CompatError
+
+if TYPE_CHECKING:
+    from importlib.abc import Traversable  # importlib.resources.abc from Python 3.11
 
 __all__ = [
     "baseline",
@@ -46,7 +49,7 @@ _SKIPPED_DIRS = frozenset({"node_modules", "site-packages", "dist-packages", "bu
 _PACKAGE = re.compile(rb"^\s*package\s+([\w.]+)\s*;", re.MULTILINE)
 
 
-def parse(data: bytes, source: str) -> Any:
+def parse(data: bytes, source: str) -> descriptor_pb2.FileDescriptorSet:
     """A `FileDescriptorSet` from bytes; `source` names them in errors."""
     fds = descriptor_pb2.FileDescriptorSet()
     try:
@@ -61,7 +64,7 @@ def parse(data: bytes, source: str) -> Any:
     return fds
 
 
-def read_descriptor_set(path: str | os.PathLike[str]) -> Any:
+def read_descriptor_set(path: str | os.PathLike[str]) -> descriptor_pb2.FileDescriptorSet:
     """Read a `FileDescriptorSet` from a `.binpb` file.
 
     Raises:
@@ -127,7 +130,7 @@ def find_proto_root(folder: str | os.PathLike[str]) -> Path:
     return base / shallowest[0]
 
 
-def compile_protos(root: str | os.PathLike[str]) -> Any:
+def compile_protos(root: str | os.PathLike[str]) -> descriptor_pb2.FileDescriptorSet:
     """Compile every `.proto` file under `root` into a `FileDescriptorSet`.
 
     `root` is the import root: a file at `root/llmgw/v1/node.proto` is named
@@ -204,7 +207,7 @@ def _utf8_name(name: str, shown: str) -> None:
         ) from None
 
 
-def _include_dir() -> Any:
+def _include_dir() -> Traversable:
     """Where grpcio-tools keeps the well-known `.proto` files (`google/protobuf/...`)."""
     return importlib.resources.files(_PROTOC_MODULE).joinpath("_proto")
 
@@ -266,7 +269,9 @@ def _not_a_revision(ref: str, toplevel: Path) -> CompatError:
     return CompatError(f"{ref!r} is not a git revision")
 
 
-def from_git(ref: str, proto_dir: str | os.PathLike[str] = "proto") -> Any:
+def from_git(
+    ref: str, proto_dir: str | os.PathLike[str] = "proto"
+) -> descriptor_pb2.FileDescriptorSet:
     """Compile the `.proto` files that `proto_dir` held at git revision `ref`.
 
     Args:
@@ -376,7 +381,7 @@ def parse_git_input(value: str) -> dict[str, str] | None:
     return parts
 
 
-def from_git_input(value: str, subdir: str | None = None) -> Any:
+def from_git_input(value: str, subdir: str | None = None) -> descriptor_pb2.FileDescriptorSet:
     """Compile the schema that buf's git input `value` names (`.git#branch=main`).
 
     The repository is a local one (its `.git` folder, or a folder ending in
@@ -432,7 +437,7 @@ def _resolve(parts: dict[str, str], repo: Path, value: str) -> str:
     raise _not_a_revision(value, repo)
 
 
-def _schemas() -> Any:
+def _schemas() -> Traversable:
     return importlib.resources.files("llmgw_wire").joinpath("schemas")
 
 
@@ -446,7 +451,7 @@ def baseline_versions() -> list[str]:
     return [".".join(map(str, version)) for version in sorted(found)]
 
 
-def baseline(version: str | None = None) -> Any:
+def baseline(version: str | None = None) -> descriptor_pb2.FileDescriptorSet:
     """The frozen `FileDescriptorSet` of a released schema version (default: the last).
 
     Raises:

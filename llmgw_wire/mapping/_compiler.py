@@ -31,7 +31,7 @@ import threading
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import attrs
 
@@ -51,14 +51,31 @@ __all__ = [
     "Backend",
     "Betterproto2",
     "Compiled",
+    "FillFunction",
     "Hooks",
+    "StructureFunction",
     "StructureGen",
+    "UnstructureFunction",
     "UnstructureGen",
     "Upb",
     "compile_backend",
     "exec_generated",
     "source_file_name",
 ]
+
+_Tuple = TypeVar("_Tuple", bound=tuple[object, ...])
+
+#: A compiled structure function: a wire message, with what its enclosing
+#: message supplies as keywords, to a value of the domain model it was
+#: compiled for. The tables that hold them are by model, which a type
+#: checker cannot relate to the value: `Any`, here alone.
+StructureFunction: TypeAlias = Callable[..., Any]
+#: A compiled unstructure function: a value of its domain model (and no
+#: other) to its wire message.
+UnstructureFunction: TypeAlias = Callable[[Any], Any]
+#: A compiled fill function of the upb backend: a value of its domain model
+#: (and no other) written into a message of its wire class, in place.
+FillFunction: TypeAlias = Callable[[Any, Any], None]
 
 
 class Backend(Protocol):
@@ -352,7 +369,7 @@ def _str_map(container: Any, entry: Any = None) -> FrozenMap:
     return shared  # type: ignore[return-value]
 
 
-def _tuple(value: tuple[Any, ...]) -> tuple[Any, ...]:
+def _tuple(value: _Tuple) -> _Tuple:
     """`value`, a tuple of a repeated scalar field not seen before, shared from now on."""
     _TUPLES.add(value, value)
     return value
@@ -838,8 +855,8 @@ class Hooks:
     unstructure hooks.
     """
 
-    structure: Mapping[type, Callable[..., Any]] = attrs.field(factory=dict)
-    unstructure: Mapping[type, Callable[[Any], Any]] = attrs.field(factory=dict)
+    structure: Mapping[type, StructureFunction] = attrs.field(factory=dict)
+    unstructure: Mapping[type, UnstructureFunction] = attrs.field(factory=dict)
 
 
 class Compiled:
@@ -852,10 +869,10 @@ class Compiled:
     def __init__(
         self,
         backend: Backend,
-        structure: dict[type, Callable[..., Any]],
-        unstructure: dict[type, Callable[[Any], Any]],
+        structure: dict[type, StructureFunction],
+        unstructure: dict[type, UnstructureFunction],
         sources: dict[type, str],
-        fill: dict[type, Callable[[Any, Any], None]] | None = None,
+        fill: dict[type, FillFunction] | None = None,
     ) -> None:
         self.backend = backend
         self.structure = structure

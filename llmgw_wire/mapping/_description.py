@@ -37,6 +37,13 @@ from llmgw_wire.mapping._table import mapped_fields
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 
+    from google.protobuf.descriptor_pb2 import (
+        DescriptorProto,
+        FieldDescriptorProto,
+        FileDescriptorProto,
+        FileDescriptorSet,
+    )
+
     from llmgw_wire.mapping._table import Pair
 
 __all__ = [
@@ -275,7 +282,9 @@ def mapping_changes(version: str, pairs: Sequence[Pair] | None = None) -> list[M
 
 
 def unmapped_fields(
-    fds: Any, pairs: Sequence[Pair] | None = None, not_carried: Iterable[str] | None = None
+    fds: FileDescriptorSet,
+    pairs: Sequence[Pair] | None = None,
+    not_carried: Iterable[str] | None = None,
 ) -> list[Finding]:
     """The fields of paired wire messages that no pair maps and none declares not carried.
 
@@ -323,10 +332,14 @@ def unmapped_fields(
 _FILE_MESSAGE, _MESSAGE_FIELD, _MESSAGE_NESTED = 4, 2, 3
 
 
-def _fields(fds: Any) -> Iterator[tuple[Any, str, Any, tuple[int, ...]]]:
+def _fields(
+    fds: FileDescriptorSet,
+) -> Iterator[tuple[FileDescriptorProto, str, FieldDescriptorProto, tuple[int, ...]]]:
     """(file, message full name, field, source path) of every field, map entries left out."""
 
-    def walk(file: Any, message: Any, name: str, path: tuple[int, ...]) -> Iterator[Any]:
+    def walk(
+        file: FileDescriptorProto, message: DescriptorProto, name: str, path: tuple[int, ...]
+    ) -> Iterator[tuple[FileDescriptorProto, str, FieldDescriptorProto, tuple[int, ...]]]:
         if message.options.map_entry:
             return
         for i, field in enumerate(message.field):
@@ -340,7 +353,7 @@ def _fields(fds: Any) -> Iterator[tuple[Any, str, Any, tuple[int, ...]]]:
             yield from walk(file, message, scope + message.name, (_FILE_MESSAGE, i))
 
 
-def _span(file: Any, path: tuple[int, ...]) -> tuple[int, int, int, int]:
+def _span(file: FileDescriptorProto, path: tuple[int, ...]) -> tuple[int, int, int, int]:
     for location in file.source_code_info.location:
         if tuple(location.path) == path:
             span = list(location.span)

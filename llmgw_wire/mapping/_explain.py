@@ -7,8 +7,6 @@ walks run afterwards, on the refused value alone, to say what and where
 
 from __future__ import annotations
 
-from typing import Any
-
 from llmgw_wire.errors import EncodeError, format_path, shown
 from llmgw_wire.mapping._rules import FieldRule, Messages, Path, Rule
 from llmgw_wire.mapping._table import flat_fields, pair_for
@@ -20,7 +18,7 @@ __all__ = ["explain_value", "explain_wire"]
 class _TableWalk:
     """The explaining walk over `llmgw_wire.mapping._table`, as the rules call it."""
 
-    def value(self, value: Any, path: Path) -> None:
+    def value(self, value: object, path: Path) -> None:
         pair = pair_for(type(value))
         for rule in pair.rules:
             sub = getattr(value, rule.attr)
@@ -45,7 +43,7 @@ class _TableWalk:
                     why = "both are one wire field"
                     raise _disagreement(want, where, got, (*path, *attrs), why, secret=secret)
 
-    def context(self, value: Any, rule: Messages, path: Path) -> None:
+    def context(self, value: object, rule: Messages, path: Path) -> None:
         """Each item's attributes that the enclosing message carries must agree with it."""
         carried = dict(flat_fields(pair_for(type(value))))
         for attr, wire in rule.context:
@@ -81,7 +79,7 @@ class _TableWalk:
 _WALK = _TableWalk()
 
 
-def explain_value(value: Any, path: Path = ()) -> None:
+def explain_value(value: object, path: Path = ()) -> None:
     """Raise the precise `EncodeError` for the first thing wrong in a domain value."""
     _WALK.value(value, path)
 

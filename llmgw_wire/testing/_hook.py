@@ -15,7 +15,7 @@ never asks pays for none of it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llmgw_wire._on_import import when_imported
 from llmgw_wire.testing import _registry
@@ -34,7 +34,7 @@ class _Resolver:
     def __init__(self, cls: type) -> None:
         self.cls = cls
 
-    def __call__(self, asked: type) -> SearchStrategy[Any]:
+    def __call__(self, asked: type) -> SearchStrategy[object]:
         # `asked` is the type hypothesis resolves: `cls`, or a base class of
         # it for `st.from_type(base)`; either way this is `cls`'s strategy.
         from llmgw_wire.testing.strategies import _registered_strategy

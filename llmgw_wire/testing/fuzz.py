@@ -32,6 +32,7 @@ from llmgw_wire.testing.laws import LAWS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from types import ModuleType
 
     from llmgw_wire.testing.laws import Law
 
@@ -58,7 +59,7 @@ class Failure:
     model: str
     seed: int
     examples: int
-    value: Any
+    value: object
     error: BaseException
 
     def command(self, converter_ref: str | None = None) -> str:
@@ -104,9 +105,9 @@ def _search(
 ) -> tuple[int, Failure | None]:
     """Run one law for one model; the examples it checked, and its failure if any."""
     calls = 0
-    last_failure: list[Any] = []
+    last_failure: list[Any] = []  # the value, then what it raised
 
-    def check(value: Any) -> None:
+    def check(value: object) -> None:
         nonlocal calls
         calls += 1
         try:
@@ -222,7 +223,7 @@ def load_converter(ref: str) -> cattrs.Converter:
     return found
 
 
-def _import_here(module_name: str) -> Any:
+def _import_here(module_name: str) -> ModuleType:
     """`module_name`, imported from `sys.path` or else from the current directory."""
     try:
         return importlib.import_module(module_name)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import cattrs
@@ -48,12 +48,19 @@ from llmgw_wire.errors import EncodeError, Redacted
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE, SECRET_FIELDS, STATE_MODELS, is_secret
 from llmgw_wire.testing import strategies as lst
 
+if TYPE_CHECKING:
+    import betterproto2
+
+    from llmgw_wire.mapping._table import ModelWithMessage
+
 __all__ = ["LAWS", "MODELS", "Law", "law_named", "model_named", "redacted"]
 
 #: Every domain model with a wire message of its own, in the mapping's order.
 MODELS: tuple[type, ...] = MODELS_WITH_MESSAGE
 
 _WITH_STATES: tuple[type, ...] = STATE_MODELS
+
+T = TypeVar("T")
 
 
 @frozen
@@ -76,7 +83,7 @@ class Law:
     check: Callable[[type, Any, cattrs.Converter], None]
 
 
-def redacted(value: Any) -> Any:
+def redacted(value: T) -> T:
     """`value` to show in a failure: itself, since every repr now hides secrets.
 
     Domain models and the wire classes of `llmgw_wire.v1` both show a field
@@ -206,7 +213,7 @@ def _expect(ok: bool, what: str, got: object, want: object) -> None:
     )
 
 
-def _domain_wire_domain(cls: type, value: Any, conv: cattrs.Converter) -> None:
+def _domain_wire_domain(cls: type, value: ModelWithMessage, conv: cattrs.Converter) -> None:
     wire = conv.unstructure(value)
     _expect(
         isinstance(wire, wire_class(cls)), "the type unstructure gave", type(wire), wire_class(cls)
@@ -215,12 +222,12 @@ def _domain_wire_domain(cls: type, value: Any, conv: cattrs.Converter) -> None:
     _expect(back == value, "structure(unstructure(d))", back, value)
 
 
-def _domain_bytes_domain(cls: type, value: Any, conv: cattrs.Converter) -> None:
+def _domain_bytes_domain(cls: type, value: ModelWithMessage, conv: cattrs.Converter) -> None:
     back: object = decode(encode(value), cls)
     _expect(back == value, "decode(encode(d))", back, value)
 
 
-def _backends_agree(cls: type, value: Any, conv: cattrs.Converter) -> None:
+def _backends_agree(cls: type, value: ModelWithMessage, conv: cattrs.Converter) -> None:
     wire = wire_class(cls)
     fast = encode(value)
     typed = bytes(conv.unstructure(value))
@@ -236,19 +243,19 @@ def _backends_agree(cls: type, value: Any, conv: cattrs.Converter) -> None:
     _expect(from_fast == value, "structure(betterproto2's parse of upb's bytes)", from_fast, value)
 
 
-def _wire_domain_wire(cls: type, message: Any, conv: cattrs.Converter) -> None:
+def _wire_domain_wire(cls: type, message: betterproto2.Message, conv: cattrs.Converter) -> None:
     again = conv.unstructure(conv.structure(message, cls))
     _expect(bytes(again) == bytes(message), "unstructure(structure(w))", again, message)
 
 
-def _deterministic(cls: type, value: Any, conv: cattrs.Converter) -> None:
+def _deterministic(cls: type, value: ModelWithMessage, conv: cattrs.Converter) -> None:
     first = encode(value)
     _expect(encode(copy.deepcopy(value)) == first, "encode(a copy)", encode(value), first)
     again = encode(decode(first, cls))
     _expect(again == first, "encode(decode(encode(d)))", again, first)
 
 
-def _scramble(message: Any) -> None:
+def _scramble(message: object) -> None:
     """Change every list, map and sub-message of a betterproto2 message in place."""
     for field in vars(message).values():
         if isinstance(field, list):
@@ -259,7 +266,7 @@ def _scramble(message: Any) -> None:
             _scramble(field)
 
 
-def _no_mutation(cls: type, value: Any, conv: cattrs.Converter) -> None:
+def _no_mutation(cls: type, value: ModelWithMessage, conv: cattrs.Converter) -> None:
     before = copy.deepcopy(value)
     wire = conv.unstructure(value)
     _expect(value == before, "the value after unstructure", value, before)
@@ -277,7 +284,9 @@ def _states(value: Any) -> list[State]:
     return [value.state]
 
 
-def _unknown_states_failed(cls: type, message: Any, conv: cattrs.Converter) -> None:
+def _unknown_states_failed(
+    cls: type, message: betterproto2.Message, conv: cattrs.Converter
+) -> None:
     raw = bytes(message)
     from_bytes = _states(decode(raw, cls))
     _expect(set(from_bytes) <= {State.FAILED}, "states decoded from bytes", from_bytes, "FAILED")
@@ -288,7 +297,7 @@ def _unknown_states_failed(cls: type, message: Any, conv: cattrs.Converter) -> N
     _expect(kept == message, "decode(bytes, wire class)", kept, message)
 
 
-def _encoded_decodes_equal(cls: type, value: Any, conv: cattrs.Converter) -> None:
+def _encoded_decodes_equal(cls: type, value: ModelWithMessage, conv: cattrs.Converter) -> None:
     try:
         data = encode(value)
     except EncodeError:

@@ -90,7 +90,7 @@ class LawCase:
         self,
         converter: cattrs.Converter | None = None,
         *,
-        values: SearchStrategy[Any] | None = None,
+        values: SearchStrategy[object] | None = None,
         max_examples: int | None = None,
     ) -> None:
         """Check the law with hypothesis: raise its failure report if it does not hold.
@@ -110,13 +110,13 @@ class LawCase:
         strategy = self.law.strategy(self.model) if values is None else values
         law, model = self.law, self.model
 
-        def law_holds(value: Any) -> None:
+        def law_holds(value: object) -> None:
             law.check(model, value, conv)
 
         # Named after the case, so that hypothesis's example database keeps
         # each case's failures apart.
         law_holds.__name__ = law_holds.__qualname__ = f"law_{self.id.replace('-', '_')}"
-        options: dict[str, Any] = {
+        options: dict[str, Any] = {  # hypothesis.settings' keywords
             "deadline": None,
             "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large],
         }
@@ -124,7 +124,7 @@ class LawCase:
             options["max_examples"] = max_examples
         settings(**options)(given(strategy)(law_holds))()
 
-    def check(self, value: Any, converter: cattrs.Converter | None = None) -> None:
+    def check(self, value: object, converter: cattrs.Converter | None = None) -> None:
         """Check the law for one input; `AssertionError` when it does not hold."""
         from llmgw_wire.codec import converter as library_converter
 
@@ -140,7 +140,7 @@ def law_cases(model: type | None = None) -> list[LawCase]:
     ]
 
 
-def check_laws(value: Any, converter: cattrs.Converter | None = None) -> None:
+def check_laws(value: object, converter: cattrs.Converter | None = None) -> None:
     """Check every law that takes a domain value, for `value` (a domain value of yours).
 
     Raises:
@@ -160,7 +160,7 @@ def check_laws(value: Any, converter: cattrs.Converter | None = None) -> None:
         _check_named(case, value, converter)
 
 
-def _check_named(case: LawCase, value: Any, converter: cattrs.Converter | None) -> None:
+def _check_named(case: LawCase, value: object, converter: cattrs.Converter | None) -> None:
     try:
         case.check(value, converter)
     except AssertionError as exc:

@@ -101,7 +101,11 @@ from llmgw_wire.testing import _registry
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    import betterproto2
     from hypothesis.strategies import SearchStrategy
+    from hypothesis.vendor.pretty import RepresentationPrinter
+
+    from llmgw_wire import v1
 
 __all__ = [
     "KNOWN_STATE_NUMBERS",
@@ -142,7 +146,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-F = TypeVar("F", bound="Callable[..., SearchStrategy[Any]]")
+M = TypeVar("M", bound="betterproto2.Message")
+F = TypeVar("F", bound="Callable[..., SearchStrategy[object]]")
 
 
 def _cached(fn: F) -> F:
@@ -151,10 +156,10 @@ def _cached(fn: F) -> F:
     Only plain arguments (options, sizes, classes) make a key; a call given a
     strategy (`adopted_shards(st.just(...))`) builds a new one each time.
     """
-    memo: dict[object, SearchStrategy[Any]] = {}
+    memo: dict[object, SearchStrategy[object]] = {}
 
     @functools.wraps(fn)
-    def cached(*args: Any, **kwargs: Any) -> SearchStrategy[Any]:
+    def cached(*args: object, **kwargs: object) -> SearchStrategy[object]:
         values = (*args, *kwargs.values())
         if not all(v is None or isinstance(v, (bool, int, str, type)) for v in values):
             return fn(*args, **kwargs)
@@ -286,7 +291,7 @@ def _optional(flag: bool | None, strategy: SearchStrategy[T]) -> SearchStrategy[
     return strategy if flag else st.none()
 
 
-def _build(cls: type[T], **overrides: SearchStrategy[Any]) -> SearchStrategy[T]:
+def _build(cls: type[T], **overrides: SearchStrategy[object]) -> SearchStrategy[T]:
     """`cls` with every attribute drawn: from `overrides`, else by its mapping rule or type.
 
     The mapping's rule says what the wire carries (an int64's range, whole
@@ -297,7 +302,7 @@ def _build(cls: type[T], **overrides: SearchStrategy[Any]) -> SearchStrategy[T]:
         rules = {rule.attr: rule for rule in pair_for(cls).rules}
     except KeyError:  # a model with no pair of its own, such as Inventory
         rules = {}
-    fields = {}
+    fields: dict[str, SearchStrategy[Any]] = {}  # each of its attribute's type
     for field in attrs.fields(attrs.resolve_types(cls)):  # type: ignore[type-var,arg-type]
         if field.name in overrides:
             fields[field.name] = overrides[field.name]
@@ -330,11 +335,11 @@ def _secret_texts(draw: st.DrawFn, texts: SearchStrategy[str]) -> str:
     return text
 
 
-def _print_secret(value: object, printer: Any, cycle: bool) -> None:
+def _print_secret(value: object, printer: RepresentationPrinter, cycle: bool) -> None:
     printer.text(repr(Redacted("str")))
 
 
-def _by_rule(rule: Rule | None) -> SearchStrategy[Any] | None:
+def _by_rule(rule: Rule | None) -> SearchStrategy[object] | None:
     """What the wire can carry for an attribute of `rule`, where the type alone does not say."""
     if isinstance(rule, Scalar) and rule.kind in INT_RANGES:
         return int64s() if rule.kind == "int64" else int32s()
@@ -347,12 +352,12 @@ def _by_rule(rule: Rule | None) -> SearchStrategy[Any] | None:
     return None
 
 
-def _by_annotation(annotation: object) -> SearchStrategy[Any]:
+def _by_annotation(annotation: object) -> SearchStrategy[object]:
     return _annotation_strategies()[annotation]
 
 
 @functools.cache
-def _annotation_strategies() -> dict[object, SearchStrategy[Any]]:
+def _annotation_strategies() -> dict[object, SearchStrategy[object]]:
     return {
         str: texts(),
         int: int32s(),
@@ -870,12 +875,12 @@ def acks() -> SearchStrategy[Ack]:
 
 # Which function draws which model is `_registry`'s table, which hypothesis reads
 # without importing this module.
-_BY_TYPE: dict[type, Callable[..., SearchStrategy[Any]]] = {
+_BY_TYPE: dict[type, Callable[..., SearchStrategy[Any]]] = {  # cls -> SearchStrategy[cls]
     model: globals()[name] for model, name in _registry.model_strategies().items()
 }
 
 
-def domain_values(cls: type[T], **options: Any) -> SearchStrategy[T]:
+def domain_values(cls: type[T], **options: object) -> SearchStrategy[T]:
     """The strategy for the domain model `cls`, with that strategy's `options`.
 
     `domain_values(GPU, mig=False)` is `gpus(mig=False)`. For `ShardSpec` the
@@ -968,12 +973,13 @@ _STATE_FIELDS: dict[type, str] = {model: _state_field(model) for model in STATE_
 
 @st.composite
 def _with_states(
-    draw: st.DrawFn, messages: SearchStrategy[Any], field: str, unknown: bool | None
-) -> Any:
+    draw: st.DrawFn, messages: SearchStrategy[M], field: str, unknown: bool | None
+) -> M:
     from llmgw_wire.v1 import ShardStatusState
 
     message = draw(messages)
-    for item in getattr(message, field) if field else [message]:
+    items: Sequence[Any] = getattr(message, field) if field else [message]
+    for item in items:
         if unknown or (unknown is None and draw(st.booleans())):
             item.state = ShardStatusState(draw(unknown_state_numbers()))
     return message
@@ -981,8 +987,8 @@ def _with_states(
 
 @_cached
 def wire_messages(
-    cls: type[Any], *, unknown_states: bool | None = False, **options: Any
-) -> SearchStrategy[Any]:
+    cls: type, *, unknown_states: bool | None = False, **options: object
+) -> SearchStrategy[betterproto2.Message]:
     """`llmgw_wire.v1` messages that decode to values of the domain model `cls`.
 
     `options` go to `cls`'s strategy (`wire_messages(Registration,
@@ -1011,7 +1017,7 @@ def wire_messages(
 
 
 @_cached
-def agent_messages() -> SearchStrategy[Any]:
+def agent_messages() -> SearchStrategy[v1.AgentMessage]:
     """`v1.AgentMessage` envelopes: a registration, a shard report or a heartbeat.
 
     Sometimes none of them, which is what a newer agent's new kind of message
@@ -1031,7 +1037,7 @@ def agent_messages() -> SearchStrategy[Any]:
 
 
 @_cached
-def control_messages() -> SearchStrategy[Any]:
+def control_messages() -> SearchStrategy[v1.ControlMessage]:
     """`v1.ControlMessage` envelopes: a start or stop command or an ack, or (rarely) none.
 
     Example::
@@ -1049,7 +1055,7 @@ def _envelopes(envelope: Envelope, none_weight: int) -> SearchStrategy[Any]:
     """Envelopes with each member of `envelope` in turn, and with none (a newer peer's)."""
     wire = betterproto2_classes()[envelope.wire]
 
-    def wrap(member: str) -> Callable[[Any], Any]:
+    def wrap(member: str) -> Callable[[betterproto2.Message], betterproto2.Message]:
         return lambda message: wire(**{member: message})
 
     members = [wire_messages(domain).map(wrap(member)) for member, domain in envelope.members]
@@ -1083,7 +1089,7 @@ def _mutated(draw: st.DrawFn, valid: SearchStrategy[bytes], max_mutations: int) 
 
 
 @_cached
-def mutated_bytes(cls: type[Any], *, max_mutations: int = 3) -> SearchStrategy[bytes]:
+def mutated_bytes(cls: type, *, max_mutations: int = 3) -> SearchStrategy[bytes]:
     """Bytes that start as a valid wire message for `cls` and are then corrupted.
 
     Each draw applies 1 to `max_mutations` of: a bit flip, a truncation, a
@@ -1142,7 +1148,7 @@ def register_strategies() -> None:
 
 
 @functools.cache
-def _registered_strategy(cls: type) -> SearchStrategy[Any]:
+def _registered_strategy(cls: type) -> SearchStrategy[object]:
     """The strategy hypothesis draws for `cls`, one of the types of `_registry.registered()`."""
     drawn = _registry.registered()[cls]
     make = globals()[drawn.strategy]
