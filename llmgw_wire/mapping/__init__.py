@@ -28,6 +28,7 @@ from llmgw_wire.mapping._table import (
     STATE_NUMBERS,
     STATES_BY_NUMBER,
     Envelope,
+    ModelWithMessage,
     Pair,
     pair_for,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "STATE_MODELS",
     "STATE_NUMBERS",
     "Envelope",
+    "ModelWithMessage",
     "Pair",
     "is_secret",
     "pair_for",

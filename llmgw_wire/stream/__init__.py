@@ -73,7 +73,7 @@ from llmgw_wire.errors import (
 )
 from llmgw_wire.stream._agent import Backoff, connect, keep_connected, registration_from_inventory
 from llmgw_wire.stream._limits import ServerLimits
-from llmgw_wire.stream._protocol import CONNECT_ROUTE, Keepalive
+from llmgw_wire.stream._protocol import CONNECT_ROUTE, GrpcOption, Keepalive
 from llmgw_wire.stream._server import (
     AgentService,
     ControlPlane,
@@ -102,6 +102,7 @@ __all__ = [
     "ControlSession",
     "FromAgent",
     "FromControl",
+    "GrpcOption",
     "Keepalive",
     "MessageRejected",
     "PeerCertificate",

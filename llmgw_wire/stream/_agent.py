@@ -30,6 +30,7 @@ from llmgw_wire.stream._protocol import (
     CONNECT_ROUTE,
     REGISTRATION_DEADLINE,
     TOO_MANY_WAITING,
+    GrpcOption,
     Keepalive,
     compression_of,
 )
@@ -132,10 +133,10 @@ def channel_options(
     max_message_size: int,
     keepalive: Keepalive | None,
     tls: ClientTLS | None,
-    extra: Sequence[tuple[str, Any]],
-) -> list[tuple[str, Any]]:
+    extra: Sequence[GrpcOption],
+) -> list[GrpcOption]:
     """The grpc options of an agent's channel."""
-    options: list[tuple[str, Any]] = [
+    options: list[GrpcOption] = [
         ("grpc.max_receive_message_length", max_message_size),
         ("grpc.max_send_message_length", max_message_size),
     ]
@@ -158,7 +159,7 @@ async def _connect(
     keepalive: Keepalive | None = Keepalive(),
     on_bad_message: BadMessagePolicy = "skip",
     leave_grace: float = LEAVE_GRACE,
-    options: Sequence[tuple[str, Any]] = (),
+    options: Sequence[GrpcOption] = (),
 ) -> AsyncIterator[tuple[AgentSession, _ClientCall]]:
     """`connect`, with the call below the session too (what `keep_connected` watches)."""
     channel_opts = channel_options(max_message_size, keepalive, tls, options)
@@ -207,7 +208,7 @@ async def connect(
     keepalive: Keepalive | None = Keepalive(),
     on_bad_message: BadMessagePolicy = "skip",
     leave_grace: float = LEAVE_GRACE,
-    options: Sequence[tuple[str, Any]] = (),
+    options: Sequence[GrpcOption] = (),
 ) -> AsyncIterator[AgentSession]:
     """Open the agent's stream to the control plane at `target` ("host:port") over grpc.aio.
 
@@ -297,7 +298,7 @@ def _longest(backoff: Backoff) -> float:
     return float(backoff.maximum * (1 - backoff.jitter * random.random()))  # noqa: S311 (jitter, not a secret)
 
 
-def _reconnect_options(backoff: Backoff) -> list[tuple[str, Any]]:
+def _reconnect_options(backoff: Backoff) -> list[GrpcOption]:
     """The options that pace grpc's own reconnect backoff, within one channel, as `backoff`."""
     return [
         ("grpc.initial_reconnect_backoff_ms", max(1, round(backoff.initial * 1000))),

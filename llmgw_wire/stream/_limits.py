@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attrs import field, frozen
+
+if TYPE_CHECKING:
+    from llmgw_wire.stream._protocol import GrpcOption
 
 __all__ = ["ServerLimits"]
 
@@ -92,9 +95,9 @@ class ServerLimits:
     accept_compressed: bool = True
     send_timeout: float | None = field(default=30.0, validator=_positive)
 
-    def server_options(self) -> list[tuple[str, Any]]:
+    def server_options(self) -> list[GrpcOption]:
         """The grpc server options that enforce these bounds."""
-        options: list[tuple[str, Any]] = [
+        options: list[GrpcOption] = [
             ("grpc.http2.bdp_probe", 0),
             ("grpc.http2.lookahead_bytes", self.call_window),
             ("grpc.max_concurrent_streams", self.max_calls_per_connection),

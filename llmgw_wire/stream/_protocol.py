@@ -6,7 +6,7 @@ of each other.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final, TypeAlias
 
 import grpc
 from attrs import frozen
@@ -20,10 +20,14 @@ __all__ = [
     "SERVICE",
     "STOPPING",
     "TOO_MANY_WAITING",
+    "GrpcOption",
     "Keepalive",
     "compression_of",
     "negotiated_compression",
 ]
+
+GrpcOption: TypeAlias = tuple[str, int | str]
+"""A grpc channel or server option: its name and its value (a number or a text)."""
 
 #: The trailer with which a call ends for the registration deadline, so that
 #: the agent tells that deadline from any other DEADLINE_EXCEEDED.
@@ -63,7 +67,7 @@ class Keepalive:
     timeout: float = 10.0
     permit_without_calls: bool = True
 
-    def client_options(self) -> list[tuple[str, Any]]:
+    def client_options(self) -> list[GrpcOption]:
         """The channel options of an agent."""
         return [
             ("grpc.keepalive_time_ms", int(self.time * 1000)),
@@ -72,7 +76,7 @@ class Keepalive:
             ("grpc.http2.max_pings_without_data", 0),
         ]
 
-    def server_options(self) -> list[tuple[str, Any]]:
+    def server_options(self) -> list[GrpcOption]:
         """The server options of a control plane: its own pings, and which pings it allows."""
         return [
             ("grpc.keepalive_time_ms", int(self.time * 1000)),
@@ -103,7 +107,7 @@ def compression_of(name: str | None) -> grpc.Compression | None:
 _COMPRESSION_LEVEL: Final = {"gzip": 1, "deflate": 3}  # LOW: gzip first; HIGH: deflate first
 
 
-def negotiated_compression(name: str | None) -> list[tuple[str, Any]]:
+def negotiated_compression(name: str | None) -> list[GrpcOption]:
     """The server options that compress with `name` toward agents that accept it."""
     compression_of(name)  # the same names, the same error
     if name is None:

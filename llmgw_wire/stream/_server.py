@@ -29,6 +29,7 @@ from llmgw_wire.stream._protocol import (
     SERVICE,
     STOPPING,
     TOO_MANY_WAITING,
+    GrpcOption,
     Keepalive,
     negotiated_compression,
 )
@@ -37,7 +38,7 @@ from llmgw_wire.stream._session import BadMessagePolicy, ControlSession
 from llmgw_wire.stream._tls import PeerCertificate, ServerTLS, node_ids_of
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterable, Sequence
 
 __all__ = [
     "AgentService",
@@ -552,8 +553,8 @@ def server_options(
     keepalive: Keepalive | None = Keepalive(),
     max_message_size: int = DEFAULT_MAX_SIZE,
     compression: str | None = None,
-    options: Iterable[tuple[str, Any]] = (),
-) -> list[tuple[str, Any]]:
+    options: Iterable[GrpcOption] = (),
+) -> list[GrpcOption]:
     """The grpc server options of a control plane: pass them to `grpc.aio.server(options=...)`.
 
     What belongs to the server, not to the stream: message sizes, keepalive,
@@ -773,7 +774,7 @@ async def start_server(
     max_items: int = DEFAULT_MAX_ITEMS,
     keepalive: Keepalive | None = Keepalive(),
     limits: ServerLimits = ServerLimits(),  # noqa: B008 (frozen)
-    options: list[tuple[str, Any]] | None = None,
+    options: Sequence[GrpcOption] | None = None,
     health: bool = True,
     serving: bool = True,
     reflection: bool = False,

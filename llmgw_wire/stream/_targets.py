@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llmgw_wire.errors import (
     DecodeError,
@@ -14,7 +14,7 @@ from llmgw_wire.errors import (
     StreamError,
     Unauthenticated,
 )
-from llmgw_wire.stream._protocol import STOPPING
+from llmgw_wire.stream._protocol import STOPPING, GrpcOption
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -60,14 +60,14 @@ class Targets:
                 _split_dns(name)
         self._names = names
         self._check_name = check_name
-        self._pass: list[tuple[str, list[tuple[str, Any]]]] = []
+        self._pass: list[tuple[str, list[GrpcOption]]] = []
         self._index = 0
 
     def __len__(self) -> int:
         """How many addresses one pass goes through (each name's, as last looked up)."""
         return max(len(self._pass), len(self._names))
 
-    async def current(self) -> tuple[str, list[tuple[str, Any]]]:
+    async def current(self) -> tuple[str, list[GrpcOption]]:
         """The address to connect to now, and the channel options it needs."""
         if not self._pass:
             self._pass = [entry for name in self._names for entry in await self._expand(name)]
@@ -86,7 +86,7 @@ class Targets:
             return True
         return False
 
-    async def _expand(self, name: str) -> list[tuple[str, list[tuple[str, Any]]]]:
+    async def _expand(self, name: str) -> list[tuple[str, list[GrpcOption]]]:
         if not name.startswith("dns:"):
             return [(name, [])]
         host, port = _split_dns(name)
@@ -98,7 +98,7 @@ class Targets:
             logger.warning("cannot look up %s: %s", name, exc)
             # grpc looks it up again, and reports what it finds.
             return [(name, [])]
-        options: list[tuple[str, Any]] = [("grpc.default_authority", f"{host}:{port}")]
+        options: list[GrpcOption] = [("grpc.default_authority", f"{host}:{port}")]
         if self._check_name:
             options.append(("grpc.ssl_target_name_override", host))
         addresses = []

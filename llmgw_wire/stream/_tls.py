@@ -34,6 +34,8 @@ from llmgw_wire.errors import Redacted, StreamError, Unauthenticated
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterator, Mapping, Sequence
 
+    from llmgw_wire.stream._protocol import GrpcOption
+
 __all__ = ["ClientTLS", "PeerCertificate", "ServerTLS", "node_ids_of", "status_error"]
 
 logger = logging.getLogger("llmgw_wire.stream")
@@ -389,7 +391,7 @@ class ClientTLS:
             certificate_chain=_plain(_fresh(self.certificate_chain)),
         )
 
-    def options(self) -> list[tuple[str, Any]]:
+    def options(self) -> list[GrpcOption]:
         """Channel options these settings need."""
         if self.server_name is None:
             return []
