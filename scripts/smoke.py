@@ -302,7 +302,8 @@ def schema() -> None:
         )
         assert done.returncode == 0, done.stdout + done.stderr
         verdict = done.stderr.strip().splitlines()[-1]
-        assert verdict.endswith("(WIRE): compatible"), verdict
+        # The checker names the configuration it obeyed: the buf.yaml written here.
+        assert verdict.endswith("(WIRE; config buf.yaml): compatible"), verdict
         (top / "pyproject.toml").write_text('[tool.llmgw-wire.compat]\nuse = ["WIRE"]\n')
         assert compat.load_config(top / "pyproject.toml").use == ("WIRE",)
     print(f"smoke: schema: {verdict.replace(folder, '.')}; a pyproject.toml configuration read")
