@@ -29,7 +29,7 @@ from llmgw_wire.stream._metrics import metrics_for
 from llmgw_wire.stream._protocol import (
     CONNECT_ROUTE,
     REGISTRATION_DEADLINE,
-    TOO_MANY_WAITING,
+    SHEDDING,
     GrpcOption,
     Keepalive,
     compression_of,
@@ -319,14 +319,16 @@ def own_fault(error: BaseException | None) -> bool:
     """Whether `error` refuses the agent's own message: what connecting again cannot fix.
 
     INVALID_ARGUMENT (`MessageRejected`), and RESOURCE_EXHAUSTED for a
-    message over a limit; a control plane that sheds calls waiting to
-    register (RESOURCE_EXHAUSTED, too many waiting) is load, not a refusal.
+    message over a limit; a control plane that sheds load (RESOURCE_EXHAUSTED
+    with one of the `SHEDDING` texts: too many calls waiting to register, on
+    the server or from this address, or too many bytes from this address)
+    is busy, not refusing the agent's message.
     """
     if not isinstance(error, StreamError):
         return False
     if error.code is StatusCode.INVALID_ARGUMENT:
         return True
-    return error.code is StatusCode.RESOURCE_EXHAUSTED and error.details != TOO_MANY_WAITING
+    return error.code is StatusCode.RESOURCE_EXHAUSTED and not error.details.startswith(SHEDDING)
 
 
 async def _register(

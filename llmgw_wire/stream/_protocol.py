@@ -16,10 +16,13 @@ __all__ = [
     "FAILED_TO_SERVE",
     "METHOD",
     "NOT_SERVING",
+    "PEER_OVER_BUDGET",
     "REGISTRATION_DEADLINE",
     "SERVICE",
+    "SHEDDING",
     "STOPPING",
     "TOO_MANY_WAITING",
+    "TOO_MANY_WAITING_FROM_PEER",
     "GrpcOption",
     "Keepalive",
     "compression_of",
@@ -45,6 +48,18 @@ FAILED_TO_SERVE: Final = "the control plane failed to serve"
 
 # What a call beyond `ServerLimits.max_unregistered_calls` is told.
 TOO_MANY_WAITING: Final = "too many calls waiting to register: connect again later"
+# What a call beyond its peer's share of them is told
+# (`ServerLimits.max_unregistered_calls_per_peer`).
+TOO_MANY_WAITING_FROM_PEER: Final = (
+    "too many calls from this peer waiting to register: connect again later"
+)
+# How the details begin of a call ended because its peer's messages, held and
+# waiting, fill both its budgets of bytes (`ServerLimits.max_bytes_per_peer`).
+PEER_OVER_BUDGET: Final = "too many bytes of messages from this peer waiting to be read"
+# The RESOURCE_EXHAUSTED refusals that say the control plane is busy (many
+# agents behind one address register at once after a failover), not that the
+# agent's own message is wrong: an agent connects again at its usual pace.
+SHEDDING: Final = (TOO_MANY_WAITING, TOO_MANY_WAITING_FROM_PEER, PEER_OVER_BUDGET)
 
 # What an agent sees when the control plane stops with its call open.
 STOPPING: Final = "the control plane is stopping"

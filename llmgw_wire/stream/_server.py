@@ -29,6 +29,7 @@ from llmgw_wire.stream._protocol import (
     SERVICE,
     STOPPING,
     TOO_MANY_WAITING,
+    TOO_MANY_WAITING_FROM_PEER,
     GrpcOption,
     Keepalive,
     negotiated_compression,
@@ -50,12 +51,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("llmgw_wire.stream")
-
-#: The details of a call refused because its peer holds its whole share of
-#: the calls waiting to register (`ServerLimits.max_unregistered_calls_per_peer`).
-TOO_MANY_WAITING_FROM_PEER: Final = (
-    "too many calls from this peer waiting to register: connect again later"
-)
 
 
 class ControlPlane(abc.ABC):

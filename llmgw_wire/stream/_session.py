@@ -45,6 +45,7 @@ from llmgw_wire.errors import (
 from llmgw_wire.stream._logs import LINE_BUDGET, EscapingFilter, FirstLines, Throttle
 from llmgw_wire.stream._metrics import NO_METRICS, StreamMetrics, refusal_of
 from llmgw_wire.stream._peers import PeerBytes, decode_turns
+from llmgw_wire.stream._protocol import PEER_OVER_BUDGET
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -86,9 +87,6 @@ _READ_AHEAD = 8
 #: Bytes of one peer's messages held at once (read, decoded, or the last
 #: handed to the reader), by default: a message at the size limit and 1 MiB.
 DEFAULT_PEER_BYTES: Final = DEFAULT_MAX_SIZE + 1024 * 1024
-#: How the details of a call ended because its peer's messages, held and
-#: waiting, fill both its budgets of bytes begin (RESOURCE_EXHAUSTED).
-PEER_OVER_BUDGET: Final = "too many bytes of messages from this peer waiting to be read"
 # Messages larger than this are decoded in a thread, so that one big
 # registration does not hold up every other agent's stream; the event
 # loop's slot for them goes to peers in turn (`DecodeTurns`).

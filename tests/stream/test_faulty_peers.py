@@ -29,7 +29,11 @@ from llmgw_wire.stream import (
 )
 from llmgw_wire.stream._agent import _Pace, own_fault
 from llmgw_wire.stream._logs import BAD_MESSAGE_LOG_INTERVAL
-from llmgw_wire.stream._protocol import TOO_MANY_WAITING
+from llmgw_wire.stream._protocol import (
+    PEER_OVER_BUDGET,
+    TOO_MANY_WAITING,
+    TOO_MANY_WAITING_FROM_PEER,
+)
 from llmgw_wire.stream._targets import Targets
 from llmgw_wire.testing.sample import sample_registration
 from llmgw_wire.v1 import ControlMessage, StartShard
@@ -542,6 +546,9 @@ def test_each_address_of_a_pass_is_tried_at_once_then_the_pass_waits() -> None:
         (MessageRejected("registration does not decode"), True),
         (StreamError("a message over the limit", code="RESOURCE_EXHAUSTED"), True),
         (StreamError(TOO_MANY_WAITING, code="RESOURCE_EXHAUSTED"), False),
+        # Many agents behind one address, after a failover: load too.
+        (StreamError(TOO_MANY_WAITING_FROM_PEER, code="RESOURCE_EXHAUSTED"), False),
+        (StreamError(f"{PEER_OVER_BUDGET} (5 bytes held)", code="RESOURCE_EXHAUSTED"), False),
         (PeerUnavailable("lost"), False),
         (None, False),
     ],

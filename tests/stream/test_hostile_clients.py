@@ -35,7 +35,7 @@ from llmgw_wire.stream._logs import (
     Throttle,
 )
 from llmgw_wire.stream._peers import DecodeTurns, decode_turns
-from llmgw_wire.stream._session import PEER_OVER_BUDGET
+from llmgw_wire.stream._protocol import PEER_OVER_BUDGET
 from llmgw_wire.testing.sample import sample_large_registration, sample_registration
 from tests.stream.test_stream import WAIT, as_node, serving, target
 from tests.support import ld, vi
