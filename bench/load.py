@@ -93,6 +93,7 @@ from llmgw_wire.stream import (
     AgentSession,
     ControlPlane,
     ControlSession,
+    ServerLimits,
     connect,
     server_options,
     start_server,
@@ -120,6 +121,10 @@ STEP_TIMEOUT = 300.0
 RAW_NODE = "raw-floor"
 # The target: the library's plane at most this much the raw floor.
 TARGET = 1.25
+# Every agent here comes from 127.0.0.1, one peer to the plane, as a fleet
+# behind one NAT would: its share of the calls waiting to register is the
+# server's whole budget (the limits guide says to raise it so).
+ONE_ADDRESS = ServerLimits(max_unregistered_calls_per_peer=ServerLimits().max_unregistered_calls)
 # A connection of its own for every channel: grpc shares one connection
 # between the channels of a process to the same target unless told not to.
 OWN_CONNECTION = [("grpc.use_local_subchannel_pool", 1)]
@@ -346,7 +351,9 @@ async def serve(conn: Connection, plane: str, port: int) -> None:
         read_without_reader()
     if plane in ("library", ID_ONLY, DIRECT, SHARED_PORT):
         options = REUSE_PORT if plane == SHARED_PORT else None
-        server = await start_server(CountingControlPlane(counts), HOST, port, options=options)
+        server = await start_server(
+            CountingControlPlane(counts), HOST, port, options=options, limits=ONE_ADDRESS
+        )
         port = server.port
         stop = server.stop
     else:
