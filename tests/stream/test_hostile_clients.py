@@ -8,6 +8,7 @@ import contextlib
 import gc
 import gzip
 import logging
+import sys
 import time
 import types
 from typing import TYPE_CHECKING, Any
@@ -285,6 +286,9 @@ def _ours(thing: object) -> bool:
     )
 
 
+# On Python 3.10 a cancelled task's exception keeps its traceback's frames,
+# which hold the session: cycles the collector frees, not reference counting.
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="Python 3.10's cancellations keep cycles")
 @pytest.mark.slow
 def test_ended_streams_leave_nothing_for_the_cyclic_collector() -> None:
     """Each ended stream is freed by reference counting: nothing of it waits for `gc.collect`.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -252,6 +253,9 @@ def test_a_send_waiting_for_its_turn_times_out_with_nothing_sent() -> None:
     run(main)
 
 
+# Python 3.10 has no `asyncio.timeout` to reschedule: a send being written
+# keeps its own timeout when its call is ended (the limits guide says so).
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="cutting a send short needs Python 3.11")
 def test_the_server_bounds_a_send_that_gives_no_timeout_and_a_stop_does_not_wait_for_it() -> None:
     raised: list[BaseException] = []
     writing = asyncio.Event()
@@ -347,6 +351,9 @@ def test_a_half_close_is_a_half_close_and_a_cancellation_is_not() -> None:
     run(main)
 
 
+# On Python 3.10 a session learns of a cancellation from `handle`'s task only
+# (no `Task.cancelling`): a `handle` that swallows it, as this one does, hides it.
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="needs Task.cancelling (Python 3.11)")
 def test_a_session_reading_when_its_agent_cancels_ends_with_peer_unavailable() -> None:
     async def reader_sees(session: ControlSession) -> str:
         # `recv` in a task of its own, so that grpc's cancellation of `handle`
