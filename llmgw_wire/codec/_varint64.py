@@ -144,6 +144,8 @@ def _walk_64_value(
     """`_walk_64` for one length-delimited value, its tag at `at` read."""
     length, pos = varint(data, pos, end)
     stop = pos + length
+    if stop > end:  # only in bytes upb has not parsed: see `over_64_bits`
+        raise VarintError(too_long=False)
     if field is not None and field.message is not None:
         found, _ = _walk_64(data, pos, stop, field.message, steps)
         return found, stop
@@ -158,8 +160,11 @@ def _walk_64(
 ) -> tuple[int | None, int]:
     """The offset of the first field with a varint over 64 bits, and where the walk ended.
 
-    For bytes upb accepted: every tag, length and group is well formed. Inside
-    a group (`descriptor` None), the walk ends after its end-group tag.
+    For bytes upb accepted: every tag, length and group is well formed, but
+    for the entries of a map of strings, which upb keeps as bytes until they
+    are read (`VarintError` for a truncated varint or a length past the end
+    there). Inside a group (`descriptor` None), the walk ends after its
+    end-group tag.
     """
     skip = _skipper(descriptor).match
     fields = fields_of(descriptor) if descriptor is not None else {}
@@ -212,6 +217,10 @@ def over_64_bits(data: bytes, descriptor: Descriptor) -> Problem | None:
         return None
     try:
         at, _ = _walk_64(data, 0, len(data), descriptor, [WALK_STEPS])
+    except VarintError:
+        # A map entry upb kept as bytes is not well formed: the entry's own
+        # parse refuses the message, and names the entry, when it is read.
+        return None
     except Cut as cut:
         # Refused rather than accepted unchecked: accepting would risk
         # dropping the bits of a varint that Go's runtime refuses.

@@ -90,6 +90,12 @@ def _through(into: type, raw: bytes, model: type) -> object:
 # parent. Found by this test in the ci profile; every path now keeps the key.
 LABEL_WITH_AN_UNKNOWN_FIELD = b"\x22\x08\x0a\x01k\x12\x01v\x18\x01"
 
+# A GPU's NIC-path entry cut inside its first tag, then ten bytes that look
+# like a varint over 64 bits: the 64-bit scan walked into the entry, which upb
+# keeps as bytes until it is read, and let its own `VarintError` out of
+# `decode`. Found by this test in the dev profile.
+CUT_MAP_ENTRY_BEFORE_A_SUSPECT_RUN = b"r\x03j\x01\x80\x9a\x06\n" + b"\x80" * 9 + b"\x02"
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: m.__name__)
@@ -103,12 +109,19 @@ def test_the_backends_agree_on_any_bytes(model: type, data: st.DataObject) -> No
 @pytest.mark.slow
 @given(raw=lst.mutated_bytes(Registration))
 @example(raw=LABEL_WITH_AN_UNKNOWN_FIELD)
+@example(raw=CUT_MAP_ENTRY_BEFORE_A_SUSPECT_RUN)
 def test_the_backends_agree_on_a_registration(raw: bytes) -> None:
     upb = _through(Registration, raw, Registration)
     assert upb == _through(v1.Register, raw, Registration)
     if raw == LABEL_WITH_AN_UNKNOWN_FIELD:
         assert isinstance(upb, Registration)
         assert upb.node.labels == {"k": "v"}
+
+
+def test_a_cut_map_entry_is_refused_as_the_entry_not_by_the_64_bit_scan() -> None:
+    for into in (Registration, v1.Register):
+        with pytest.raises(DecodeError, match=r"\$\.gpus\[0\]\.nic_paths\[0\]"):
+            decode(CUT_MAP_ENTRY_BEFORE_A_SUSPECT_RUN, into)
 
 
 # --- what a broken law says ------------------------------------------------------
