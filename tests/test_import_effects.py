@@ -113,3 +113,34 @@ def test_the_domain_codec_loads_no_betterproto2_or_wire_classes() -> None:
         or m.startswith(("llmgw_wire.v1", "llmgw_wire._gen.llmgw", "llmgw_wire._gen.message_pool"))
     ]
     assert wire == [], wire
+
+
+_MAPPING_ON_FIRST_USE = """
+import sys
+from llmgw_wire import decode, encode, Registration
+
+def mapping():
+    return sorted(m for m in sys.modules if m.startswith("llmgw_wire.mapping."))
+
+at_import = mapping()
+value = Registration()
+assert decode(encode(value), Registration) == value
+print(" ".join(at_import))
+print(" ".join(mapping()))
+"""
+
+
+def test_the_mapping_s_table_and_compiler_load_on_the_first_conversion() -> None:
+    """Importing the codec loads of the mapping only what compiled code runs with."""
+    done = subprocess.run(
+        [sys.executable, "-c", _MAPPING_ON_FIRST_USE],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    at_import, after = (line.split() for line in done.stdout.splitlines())
+    assert at_import == ["llmgw_wire.mapping._runtime"]
+    for module in ("_table", "_rules", "_compiler"):
+        assert f"llmgw_wire.mapping.{module}" in after
