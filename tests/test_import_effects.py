@@ -115,32 +115,46 @@ def test_the_domain_codec_loads_no_betterproto2_or_wire_classes() -> None:
     assert wire == [], wire
 
 
-_MAPPING_ON_FIRST_USE = """
+_ON_FIRST_USE = """
 import sys
 from llmgw_wire import decode, encode, Registration
 
-def mapping():
-    return sorted(m for m in sys.modules if m.startswith("llmgw_wire.mapping."))
+def loaded():
+    ours = ("llmgw_wire.mapping.", "llmgw_wire.domain.")
+    return sorted(m for m in sys.modules if m.startswith(ours))
 
-at_import = mapping()
+at_import = loaded()
 value = Registration()
 assert decode(encode(value), Registration) == value
 print(" ".join(at_import))
-print(" ".join(mapping()))
+print(" ".join(loaded()))
 """
 
 
-def test_the_mapping_s_table_and_compiler_load_on_the_first_conversion() -> None:
-    """Importing the codec loads of the mapping only what compiled code runs with."""
+def test_the_mapping_and_the_other_models_load_on_first_use() -> None:
+    """The import loads what compiled code runs with, and the models of a registration.
+
+    The mapping's table, rules and compiler come with the first conversion,
+    which needs every model; the shard spec, its commands and the keepalive
+    messages with it.
+    """
     done = subprocess.run(
-        [sys.executable, "-c", _MAPPING_ON_FIRST_USE],
+        [sys.executable, "-c", _ON_FIRST_USE],
         capture_output=True,
         text=True,
         check=False,
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    at_import, after = (line.split() for line in done.stdout.splitlines())
-    assert at_import == ["llmgw_wire.mapping._runtime"]
-    for module in ("_table", "_rules", "_compiler"):
-        assert f"llmgw_wire.mapping.{module}" in after
+    at_import, after = (set(line.split()) for line in done.stdout.splitlines())
+    later = {
+        "llmgw_wire.mapping._table",
+        "llmgw_wire.mapping._rules",
+        "llmgw_wire.mapping._compiler",
+        "llmgw_wire.domain._engines",
+        "llmgw_wire.domain._commands",
+        "llmgw_wire.domain._keepalive",
+    }
+    assert "llmgw_wire.mapping._runtime" in at_import
+    assert at_import & later == set()
+    assert later <= after
