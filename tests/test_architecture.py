@@ -32,6 +32,7 @@ SHARED: frozenset[str] = frozenset(
         "llmgw_wire.mapping._description",
         "llmgw_wire.mapping._explain",
         "llmgw_wire.mapping._rules",
+        "llmgw_wire.mapping._runtime",
         "llmgw_wire.mapping._table",
     }
 )

@@ -113,3 +113,48 @@ def test_the_domain_codec_loads_no_betterproto2_or_wire_classes() -> None:
         or m.startswith(("llmgw_wire.v1", "llmgw_wire._gen.llmgw", "llmgw_wire._gen.message_pool"))
     ]
     assert wire == [], wire
+
+
+_ON_FIRST_USE = """
+import sys
+from llmgw_wire import decode, encode, Registration
+
+def loaded():
+    ours = ("llmgw_wire.mapping.", "llmgw_wire.domain.")
+    return sorted(m for m in sys.modules if m.startswith(ours))
+
+at_import = loaded()
+value = Registration()
+assert decode(encode(value), Registration) == value
+print(" ".join(at_import))
+print(" ".join(loaded()))
+"""
+
+
+def test_the_mapping_and_the_other_models_load_on_first_use() -> None:
+    """The import loads what compiled code runs with, and the models of a registration.
+
+    The mapping's table, rules and compiler come with the first conversion,
+    which needs every model; the shard spec, its commands and the keepalive
+    messages with it.
+    """
+    done = subprocess.run(
+        [sys.executable, "-c", _ON_FIRST_USE],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    at_import, after = (set(line.split()) for line in done.stdout.splitlines())
+    later = {
+        "llmgw_wire.mapping._table",
+        "llmgw_wire.mapping._rules",
+        "llmgw_wire.mapping._compiler",
+        "llmgw_wire.domain._engines",
+        "llmgw_wire.domain._commands",
+        "llmgw_wire.domain._keepalive",
+    }
+    assert "llmgw_wire.mapping._runtime" in at_import
+    assert at_import & later == set()
+    assert later <= after

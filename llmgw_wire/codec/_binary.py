@@ -28,8 +28,6 @@ from llmgw_wire.codec._limits import (
 from llmgw_wire.codec._schema import CLASSES, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS, STR_ENTRY
 from llmgw_wire.codec._varint64 import over_64_bits
 from llmgw_wire.errors import DecodeError
-from llmgw_wire.mapping import PAIRS_WITH_MESSAGE, STATE_NUMBERS, pair_for
-from llmgw_wire.mapping._compiler import Compiled, Upb, compile_backend
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,7 +35,7 @@ if TYPE_CHECKING:
     import betterproto2
     from google.protobuf.message import Message
 
-    from llmgw_wire.mapping._compiler import FillFunction, StructureFunction
+    from llmgw_wire.mapping._compiler import Compiled, FillFunction, StructureFunction
     from llmgw_wire.mapping._table import ModelWithMessage
 
 __all__ = ["compiled_upb", "decode", "encode", "parse"]
@@ -50,6 +48,10 @@ M = TypeVar("M", bound="betterproto2.Message")
 @cache
 def compiled_upb() -> Compiled:
     """The mapping compiled for upb, once per process."""
+    # The mapping's table and compiler load here, on first use, not at import.
+    from llmgw_wire.mapping import STATE_NUMBERS
+    from llmgw_wire.mapping._compiler import Upb, compile_backend
+
     return compile_backend(Upb(CLASSES, dict(STATE_NUMBERS), STR_ENTRY))
 
 
@@ -78,6 +80,8 @@ _ENCODERS: dict[type, Callable[[ModelWithMessage], bytes]] = {}
 
 
 def _upb_encoder(domain: type) -> Callable[[ModelWithMessage], bytes]:
+    from llmgw_wire.mapping import pair_for
+
     if not _ENCODERS:
         encoders = {}
         for model, fill in compiled_upb().fill.items():
@@ -229,6 +233,8 @@ def _wire_names() -> dict[type, str]:
 @cache
 def _upb_decoders() -> dict[type, tuple[str, StructureFunction]]:
     """By domain model with a wire message of its own: its name and the upb structure function."""
+    from llmgw_wire.mapping import PAIRS_WITH_MESSAGE
+
     structure = compiled_upb().structure
     return {
         p.domain: (p.wire, guarded_structure(structure[p.domain], p.domain))

@@ -11,8 +11,6 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, NoReturn
 
-from llmgw_wire.mapping import pair_for
-
 if TYPE_CHECKING:
     import betterproto2
 
@@ -41,6 +39,8 @@ def wire_class(domain: type) -> type[betterproto2.Message]:
 
 def top_level(domain: type) -> str:
     """The proto name of the message that carries `domain`; `TypeError` for any other type."""
+    from llmgw_wire.mapping import pair_for  # the table, loaded on first use
+
     try:
         pair = pair_for(domain)
     except KeyError:

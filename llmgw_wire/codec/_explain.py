@@ -11,8 +11,6 @@ nothing wrong, the two readings of the table disagree: that is the library's
 from __future__ import annotations
 
 from llmgw_wire.errors import DecodeError, EncodeError, InternalError
-from llmgw_wire.mapping import pair_for
-from llmgw_wire.mapping._explain import explain_value, explain_wire
 
 __all__ = ["explain_decode", "explain_encode"]
 
@@ -21,6 +19,9 @@ def explain_encode(
     domain: type, value: object, *_: object, **__: object
 ) -> EncodeError | InternalError:
     """The error for `value`, a `domain` value that compiled code refused."""
+    # The walks load with the first refusal: the codec's import needs none.
+    from llmgw_wire.mapping._explain import explain_value
+
     if type(value) is not domain:
         return EncodeError(domain.__name__, value, ())
     try:
@@ -37,6 +38,9 @@ def explain_decode(
     domain: type, message: object, *_: object, **__: object
 ) -> DecodeError | InternalError:
     """The error for `message`, refused while structuring it as `domain`."""
+    from llmgw_wire.mapping import pair_for
+    from llmgw_wire.mapping._explain import explain_wire
+
     name = pair_for(domain).wire
     try:
         explain_wire(message, domain, (), name)

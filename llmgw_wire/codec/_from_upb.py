@@ -23,7 +23,7 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from llmgw_wire.codec._classes import betterproto2_classes
 from llmgw_wire.codec._guard import serializer
-from llmgw_wire.mapping._compiler import exec_generated
+from llmgw_wire.mapping._runtime import exec_generated
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -18,7 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from llmgw_wire.codec._explain import explain_decode, explain_encode
-from llmgw_wire.mapping._rules import Invalid
+from llmgw_wire.mapping._runtime import Invalid
 
 if TYPE_CHECKING:
     from collections.abc import Callable

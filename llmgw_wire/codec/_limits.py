@@ -18,7 +18,7 @@ from google.protobuf import message_factory
 
 from llmgw_wire.codec._schema import CLASSES, COUNTED, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS
 from llmgw_wire.errors import DecodeError
-from llmgw_wire.mapping._compiler import exec_generated
+from llmgw_wire.mapping._runtime import exec_generated
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence

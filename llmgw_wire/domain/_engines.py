@@ -6,19 +6,11 @@ from collections.abc import Mapping, Sequence
 
 from attrs import field, frozen
 
+# `Compute` names the type of `ShardSpec.compute`, for those that resolve the annotations.
+from llmgw_wire.domain._supervisor import Compute
 from llmgw_wire.domain._values import secret, seq, str_map
 
-__all__ = ["Adapter", "Compute", "Profile", "ShardSpec"]
-
-
-@frozen
-class Compute:
-    """What a shard computes on: `offloaded` of `total` layers on `devices`."""
-
-    backend: str = ""
-    devices: Sequence[str] = seq()
-    offloaded: int = 0
-    total: int = 0
+__all__ = ["Adapter", "Profile", "ShardSpec"]
 
 
 @frozen

@@ -1,17 +1,22 @@
-"""The control plane's view of shards: adopted ones and commands (the reference's `reconciler`)."""
+"""The control plane's view of shards: the ones an agent adopts (the reference's `reconciler`).
+
+Its commands, to start and stop shards, are in `llmgw_wire.domain._commands`.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from attrs import field, frozen
+from attrs import frozen
 
-from llmgw_wire.domain._engines import Compute, ShardSpec
-from llmgw_wire.domain._supervisor import State
+from llmgw_wire.domain._supervisor import Compute, State
 from llmgw_wire.domain._values import seq
 
-__all__ = ["AdoptedShard", "Compute", "ShardCommand", "StopCommand", "leader_endpoint"]
+if TYPE_CHECKING:
+    from llmgw_wire.domain._engines import ShardSpec
+
+__all__ = ["AdoptedShard", "Compute", "leader_endpoint"]
 
 
 def leader_endpoint(leader_addr: str, rank: int, http_port: int) -> str | None:
@@ -71,50 +76,3 @@ class AdoptedShard:
             compute=spec.compute,
             endpoint=leader_endpoint(spec.leader_addr, spec.rank, spec.http_port),
         )
-
-
-@frozen
-class ShardCommand:
-    """The control plane's decision to start one shard: its spec, and how long it may take.
-
-    The ids, pool, fabric and profile fingerprint the wire carries beside the
-    spec are the spec's own: they are read from it, never stated twice.
-    `startup_timeout` travels as whole milliseconds.
-    """
-
-    spec: ShardSpec = field(factory=ShardSpec)
-    startup_timeout: dt.timedelta = dt.timedelta(0)
-
-    @property
-    def replica_id(self) -> str:
-        """The spec's replica id."""
-        return self.spec.replica_id
-
-    @property
-    def shard_id(self) -> str:
-        """The spec's shard id."""
-        return self.spec.shard_id
-
-    @property
-    def pool(self) -> str:
-        """The spec's pool."""
-        return self.spec.pool
-
-    @property
-    def fabric(self) -> str:
-        """The spec's fabric."""
-        return self.spec.fabric
-
-    @property
-    def profile_fp(self) -> str:
-        """The spec's profile fingerprint."""
-        return self.spec.profile_fp
-
-
-@frozen
-class StopCommand:
-    """The control plane's decision to stop one shard, draining it for `grace` first."""
-
-    replica_id: str = ""
-    shard_id: str = ""
-    grace: dt.timedelta = dt.timedelta(0)

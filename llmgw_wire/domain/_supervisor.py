@@ -1,14 +1,15 @@
-"""Shard lifecycle states, as the agent's supervisor tracks them."""
+"""Shard lifecycle states, as the agent's supervisor tracks them, and what a shard computes on."""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 
 from attrs import frozen
 
-from llmgw_wire.domain._engines import Compute
+from llmgw_wire.domain._values import seq
 
-__all__ = ["ShardReport", "State"]
+__all__ = ["Compute", "ShardReport", "State"]
 
 
 class State(enum.Enum):
@@ -21,6 +22,16 @@ class State(enum.Enum):
     DRAINING = "draining"
     STOPPED = "stopped"
     FAILED = "failed"
+
+
+@frozen
+class Compute:
+    """What a shard computes on: `offloaded` of `total` layers on `devices`."""
+
+    backend: str = ""
+    devices: Sequence[str] = seq()
+    offloaded: int = 0
+    total: int = 0
 
 
 @frozen

@@ -9,6 +9,9 @@
   functions, once per wire backend (upb and betterproto2);
 * `llmgw_wire.mapping.secrets`: the secret attributes, derived from the
   schema's `debug_redact` fields through the table;
+* `llmgw_wire.mapping._runtime`: what the compiled functions need when they
+  run, all that importing the codec loads of the mapping (the rest is loaded
+  on first use);
 * `llmgw_wire.mapping._explain`: the walks that say what and where, once the
   compiled code has refused a value;
 * `llmgw_wire.mapping._description`: the mapping described as data, compared
@@ -18,21 +21,27 @@ The codec, the checks and the documentation are all built from the table:
 there is no other description of the mapping to drift from.
 """
 
-from llmgw_wire.mapping._table import (
-    ENVELOPES,
-    MODELS_WITH_MESSAGE,
-    NOT_CARRIED,
-    PAIRS,
-    PAIRS_WITH_MESSAGE,
-    STATE_MODELS,
-    STATE_NUMBERS,
-    STATES_BY_NUMBER,
-    Envelope,
-    ModelWithMessage,
-    Pair,
-    pair_for,
-)
-from llmgw_wire.mapping.secrets import SECRET_ATTRIBUTES, SECRET_FIELDS, is_secret
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from llmgw_wire.mapping._table import (
+        ENVELOPES,
+        MODELS_WITH_MESSAGE,
+        NOT_CARRIED,
+        PAIRS,
+        PAIRS_WITH_MESSAGE,
+        STATE_MODELS,
+        STATE_NUMBERS,
+        STATES_BY_NUMBER,
+        Envelope,
+        ModelWithMessage,
+        Pair,
+        pair_for,
+    )
+    from llmgw_wire.mapping.secrets import SECRET_ATTRIBUTES, SECRET_FIELDS, is_secret
 
 __all__ = [
     "ENVELOPES",
@@ -51,3 +60,22 @@ __all__ = [
     "is_secret",
     "pair_for",
 ]
+
+# The table is loaded on first use, not when the codec is imported: decoding
+# needs it only for its first value. Each name, and the module it is in.
+_SECRETS = {"SECRET_ATTRIBUTES", "SECRET_FIELDS", "is_secret"}
+
+if not TYPE_CHECKING:
+    # Hidden from type checkers, which see the imports above instead.
+
+    def __getattr__(name: str) -> Any:
+        if name not in __all__:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        home = "llmgw_wire.mapping.secrets" if name in _SECRETS else "llmgw_wire.mapping._table"
+        value = getattr(importlib.import_module(home), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import enum
 import inspect
-import linecache
 import re
 import threading
 import types
@@ -38,6 +37,7 @@ import attrs
 from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.domain._reconciler import leader_endpoint
 from llmgw_wire.mapping import _rules as rules
+from llmgw_wire.mapping._runtime import exec_generated
 from llmgw_wire.mapping._table import PAIRS, STATES_BY_NUMBER, Pair
 from llmgw_wire.mapping.secrets import SECRET_ATTRIBUTES
 
@@ -918,18 +918,6 @@ def compile_backend(
     unstructure = {d: ns.globals[f"u_{d.__name__}"] for d in top}
     fill = {d: ns.globals[f"f_{d.__name__}"] for d in top if f"f_{d.__name__}" in ns.globals}
     return Compiled(backend, structure, unstructure, sources, fill)
-
-
-def exec_generated(sources: dict[str, str], namespace: dict[str, Any]) -> None:
-    """Compile and run each generated source into `namespace`, under its own file name.
-
-    The one place that runs generated code. Each file name (`<llmgw_wire
-    generated ...>`) is registered with `linecache`, so that a traceback or a
-    debugger shows the generated line, as cattrs does for its hooks.
-    """
-    for filename, source in sources.items():
-        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-        exec(compile(source, filename, "exec"), namespace)  # noqa: S102 - our own generated code
 
 
 def source_file_name(backend: Backend, domain: type) -> str:

@@ -26,6 +26,7 @@ from attrs import frozen
 from llmgw_wire.domain._keepalive import EPOCH
 from llmgw_wire.domain._reconciler import leader_endpoint
 from llmgw_wire.errors import DecodeError, EncodeError
+from llmgw_wire.mapping._runtime import Invalid
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -95,10 +96,6 @@ INT_RANGES: dict[str, tuple[int, int]] = {
     "int64": (-(2**63), 2**63 - 1),
 }
 _ZERO: dict[str, object] = {"int32": 0, "int64": 0, "string": "", "bool": False, "repeated": ()}
-
-
-class Invalid(Exception):  # noqa: N818 - a signal inside the library, never seen by users
-    """Raised by generated code; the codec re-walks the value to explain it."""
 
 
 def utf8_ok(text: str) -> bool:

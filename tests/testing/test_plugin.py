@@ -210,6 +210,7 @@ FIRST_USE = """
 import sys
 from hypothesis import given, settings, strategies as st
 import llmgw_wire as wire
+import llmgw_wire.domain  # the codec's import loads no domain model
 import llmgw_wire.v1
 from llmgw_wire.codec._binary import decode, encode
 from llmgw_wire.testing import _registry
