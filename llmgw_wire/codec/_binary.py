@@ -149,7 +149,7 @@ def _counted_first(raw: bytes, name: str, max_items: int) -> bool:
     """
     skeleton = _parse_as(SKELETONS[name], raw, name)
     try:
-        check_items(skeleton, name, max_items, len(raw))
+        check_items(skeleton, name, max_items, len(raw), raw)
     except _PbDecodeError:
         return False
     return True
