@@ -26,7 +26,7 @@ from llmgw_wire.codec._limits import (
     item_budget,
 )
 from llmgw_wire.codec._schema import CLASSES, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS, STR_ENTRY
-from llmgw_wire.codec._varint64 import over_64_bits
+from llmgw_wire.codec._varint64 import over_64_bits, suspect
 from llmgw_wire.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -138,6 +138,8 @@ def parse(
     message = _parse_as(classes[name], raw, name)
     if counted:
         check_items(message, name, max_items, size)
+    if raw.isascii() or not suspect(raw):
+        return message  # no varint over 64 bits: nearly every input, ruled out at C speed
     problem = over_64_bits(raw, CLASSES[name].DESCRIPTOR)
     if problem is not None:
         raise DecodeError(name, problem.reason, problem.path)
@@ -153,7 +155,7 @@ def _counted_first(raw: bytes, name: str, max_items: int) -> bool:
     """
     skeleton = _parse_as(SKELETONS[name], raw, name)
     try:
-        check_items(skeleton, name, max_items, len(raw))
+        check_items(skeleton, name, max_items, len(raw), raw)
     except _PbDecodeError:
         return False
     return True
@@ -208,7 +210,7 @@ def decode(
         TypeError: `into` is neither a domain model with a wire message of its
             own nor a `llmgw_wire.v1` message class.
     """
-    decoder = _upb_decoders().get(into)
+    decoder = _DECODERS.get(into) or _upb_decoder(into)
     if decoder is None:
         wire_name = _wire_names().get(into) or not_top_level(into)
         # Parsed by upb, within the limits; betterproto2's parser never sees the bytes.
@@ -230,13 +232,22 @@ def _wire_names() -> dict[type, str]:
     return {cls: name for name, cls in betterproto2_classes().items()}
 
 
-@cache
-def _upb_decoders() -> dict[type, tuple[str, StructureFunction]]:
-    """By domain model with a wire message of its own: its name and the upb structure function."""
-    from llmgw_wire.mapping import PAIRS_WITH_MESSAGE
+# By domain model with a wire message of its own: its name and the upb
+# structure function, made on first use (when the upb backend is compiled) so
+# that decode() is one lookup.
+_DECODERS: dict[type, tuple[str, StructureFunction]] = {}
 
-    structure = compiled_upb().structure
-    return {
-        p.domain: (p.wire, guarded_structure(structure[p.domain], p.domain))
-        for p in PAIRS_WITH_MESSAGE
-    }
+
+def _upb_decoder(into: type) -> tuple[str, StructureFunction] | None:
+    """`_DECODERS[into]`, the table filled first if empty; None for another type."""
+    if not _DECODERS:
+        from llmgw_wire.mapping import PAIRS_WITH_MESSAGE
+
+        structure = compiled_upb().structure
+        decoders = {
+            p.domain: (p.wire, guarded_structure(structure[p.domain], p.domain))
+            for p in PAIRS_WITH_MESSAGE
+        }
+        # All at once (one C call under the GIL): another thread never sees half a table.
+        _DECODERS.update(decoders)
+    return _DECODERS.get(into)

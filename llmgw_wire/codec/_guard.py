@@ -15,7 +15,7 @@ locals hold the value) in its traceback.
 from __future__ import annotations
 
 from functools import partial
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
 
 from llmgw_wire.codec._explain import explain_decode, explain_encode
 from llmgw_wire.mapping._runtime import Invalid
@@ -66,8 +66,35 @@ def guarded(
         # the error raised is chained to nothing.
         raise explain(*args, **kwargs)
 
-    call.__name__ = name or str(getattr(fast, "__name__", "guarded"))
-    return call
+    fast_one = cast("Callable[[object], R]", fast)
+    explain_one = cast("Callable[[object], Exception]", explain)
+
+    def call_one(value: object) -> R:
+        # The same for a function of one argument (a message, a value), as
+        # `decode` and `encode` call it: no packing of arguments, a third of
+        # the cost of the call above.
+        try:
+            return fast_one(value)
+        except REFUSED:
+            pass
+        raise explain_one(value)
+
+    guard = cast("Callable[P, R]", call_one) if _takes_one(fast) else call
+    guard.__name__ = name or str(getattr(fast, "__name__", "guarded"))
+    return guard
+
+
+def _takes_one(function: object) -> bool:
+    """Whether `function` is a Python function of exactly one argument, positional."""
+    code = getattr(function, "__code__", None)
+    if (
+        code is None
+        or getattr(function, "__defaults__", None)
+        or getattr(function, "__kwdefaults__", None)
+    ):
+        return False
+    varargs = 0x04 | 0x08  # CO_VARARGS, CO_VARKEYWORDS
+    return code.co_argcount == 1 and not code.co_kwonlyargcount and not code.co_flags & varargs
 
 
 def guarded_unstructure(fast: Callable[P, R], domain: type, verb: str = "encode") -> Callable[P, R]:

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import message_factory
 
-from llmgw_wire.codec._schema import CLASSES, COUNTED, DECODE_CLASSES, DOMAIN_CLASSES, SKELETONS
+from llmgw_wire.codec._schema import (
+    CLASSES,
+    COUNTED,
+    DECODE_CLASSES,
+    DOMAIN_CLASSES,
+    FOLDED,
+    SKELETONS,
+)
 from llmgw_wire.errors import DecodeError
 from llmgw_wire.mapping._runtime import exec_generated
 
@@ -171,13 +178,26 @@ def item_budget(size: int, max_items: int) -> int:
     return min(max_items, ITEMS_ANY_SIZE + size // BYTES_PER_ITEM)
 
 
-def check_items(message: UpbMessage, name: str, max_items: int, size: int | None = None) -> None:
+def check_items(
+    message: UpbMessage,
+    name: str,
+    max_items: int,
+    size: int | None = None,
+    raw: bytes | None = None,
+) -> None:
     """Raise `DecodeError` when `message` has more counted elements than its budget.
 
     The budget is `max_items`, or with the message's `size` in bytes,
-    `item_budget(size, max_items)`.
+    `item_budget(size, max_items)`. With `raw`, the bytes `message` (a
+    skeleton) was parsed from, at most `MERGE_BYTES` of them, the elements
+    below its own are counted on `raw` parsed as `FOLDED` when its type
+    allows (`_folded_count_source`): one parse, no copy of the elements.
     """
     budget = max_items if size is None else item_budget(size, max_items)
+    if raw is not None and len(raw) <= MERGE_BYTES:
+        folded = _FOLDED_COUNTS.get(type(message))
+        if folded is not None and folded(message, raw, budget) <= budget:
+            return
     quick = _QUICK_COUNTS.get(type(message))
     at_most = DEFAULT_MAX_SIZE if size is None else size  # bytes, for a skeleton's count
     if quick is not None and quick(message, budget, at_most) <= budget:
@@ -354,6 +374,71 @@ def _merged(
     return n
 
 
+def _flat(descriptor: MessageDescriptorLike, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a message of this type counts the same parsed as `FOLDED`.
+
+    So it does when it holds no repeated message field, maps aside (read as
+    their entries' bytes, each an element, when the entry itself holds none),
+    at any depth of its sub-messages: a repeated message field is one
+    message there, the merge of its elements, whose number is lost.
+    """
+    if descriptor.full_name in seen:
+        return False
+    inner = seen | {descriptor.full_name}
+    for field in descriptor.fields:
+        sub = field.message_type
+        if sub is None:
+            continue
+        if field.is_repeated:
+            if not sub.GetOptions().map_entry or _leads_to_items(sub):
+                return False
+        elif _leads_to_items(sub) and not _flat(sub, inner):
+            return False
+    return True
+
+
+def _folded_count_source(descriptor: MessageDescriptorLike) -> str | None:
+    """`j_<Message>(m, raw, budget)`: the elements of the skeleton `m` parsed from `raw`.
+
+    Its own elements on the skeleton (a repeated message field's are its
+    elements' bytes, one each), and if within `budget`, those below them on
+    `raw` parsed as `FOLDED`, where each repeated message field is the merge
+    of its elements (what `_merged` parses, joined), in place. None when an
+    element or a sub-message holds a repeated message field of its own
+    (`_flat`), or its elements cannot be merged (`_mergeable`).
+    """
+    plan = _PLANS[descriptor.full_name]
+    nested = [_DESCRIPTORS[element] for _, element in plan.nested]
+    singular = [_message_type(descriptor, name) for name in plan.singular]
+    if not (nested or singular):
+        return None  # nothing below its own elements: the skeleton's count is all
+    if not all(_mergeable(sub) and _flat(sub) for sub in nested) or not all(
+        _flat(sub) for sub in singular
+    ):
+        return None
+    own = " + ".join(f"len(m.{name})" for name in plan.repeated) or "0"
+    below = [
+        f"({_quick_name(sub.full_name)}(f.{name}) if f.HasField({name!r}) else 0)"
+        for name, sub in [
+            *((name, _DESCRIPTORS[element]) for name, element in plan.nested),
+            *zip(plan.singular, singular, strict=True),
+        ]
+    ]
+    lines = [
+        f"def {_folded_name(descriptor.full_name)}(m, raw, budget):",
+        f"    n = {own}",
+        "    if n > budget:",
+        "        return n",
+        f"    f = _parse_folded_{_quick_name(descriptor.full_name)}(raw)",
+        f"    return n + {' + '.join(below)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _folded_name(full_name: str) -> str:
+    return "j_" + _quick_name(full_name)
+
+
 def _skeleton_name(full_name: str) -> str:
     return "k_" + _quick_name(full_name)
 
@@ -373,12 +458,26 @@ def _quick_counts() -> dict[type, _Count]:
         for d in counted
     }
     namespace["_merged"] = _merged
+    namespace.update(
+        {f"_parse_folded_{_quick_name(name)}": cls.FromString for name, cls in FOLDED.items()}
+    )
     sources = {f"<llmgw_wire generated count {d.full_name}>": _quick_count_source(d) for d in _REAL}
     for d in _REAL:
         source = _skeleton_count_source(d)
         if source is not None:
             sources[f"<llmgw_wire generated skeleton count {d.full_name}>"] = source
+    for name in SKELETONS:
+        source = _folded_count_source(_DESCRIPTORS[name])
+        if source is not None:
+            sources[f"<llmgw_wire generated folded count {name}>"] = source
     exec_generated(sources, namespace)
+    _FOLDED_COUNTS.update(
+        {
+            cls: namespace[_folded_name(name)]
+            for name, cls in SKELETONS.items()
+            if _folded_name(name) in namespace
+        }
+    )
     out: dict[type, _Count] = {}
     for name, cls in SKELETONS.items():
         # Every count a `k_` calls is written too: its types are all `_mergeable`.
@@ -396,4 +495,6 @@ def _ignoring_budget(count: Callable[[UpbMessage], int]) -> _Count:
 
 
 _DESCRIPTORS = {d.full_name: d for d in _REAL}
+# By skeleton class: its count on the input parsed as `FOLDED` (`j_<Message>`).
+_FOLDED_COUNTS: dict[type, Callable[[UpbMessage, bytes, int], int]] = {}
 _QUICK_COUNTS = _quick_counts()

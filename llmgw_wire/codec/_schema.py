@@ -24,6 +24,7 @@ __all__ = [
     "COUNTED",
     "DECODE_CLASSES",
     "DOMAIN_CLASSES",
+    "FOLDED",
     "SKELETONS",
     "STR_ENTRY",
     "descriptor_set",
@@ -59,6 +60,36 @@ def _skeleton(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDe
             if field.label == field.LABEL_REPEATED and field.type == field.TYPE_MESSAGE:
                 field.type = field.TYPE_BYTES
                 field.ClearField("type_name")
+    return out
+
+
+def _folded(file: descriptor_pb2.FileDescriptorProto) -> descriptor_pb2.FileDescriptorProto:
+    # The schema with every map read as repeated bytes (its entries, counted
+    # by their number) and every other repeated message field read as one
+    # message of its type: upb merges the occurrences of a singular message
+    # field, so the elements of a repeated field are parsed as their merge
+    # (repeated fields joined) in place, in the parse of the whole input, with
+    # no copy of their bytes.
+    out = descriptor_pb2.FileDescriptorProto()
+    out.CopyFrom(file)
+    out.ClearField("source_code_info")
+    entries = set()
+    messages = []
+    pending = [(f".{out.package}", message) for message in out.message_type]
+    while pending:
+        scope, message = pending.pop()
+        messages.append(message)
+        pending.extend((f"{scope}.{message.name}", nested) for nested in message.nested_type)
+        if message.options.map_entry:
+            entries.add(f"{scope}.{message.name}")
+    for message in messages:
+        for field in message.field:
+            if field.label == field.LABEL_REPEATED and field.type == field.TYPE_MESSAGE:
+                if field.type_name in entries:
+                    field.type = field.TYPE_BYTES
+                    field.ClearField("type_name")
+                else:
+                    field.label = field.LABEL_OPTIONAL
     return out
 
 
@@ -175,3 +206,9 @@ SKELETONS: dict[str, type[Message]] = _classes(_skeleton(file) for file in _FILE
 #: The skeletons with only the fields that hold elements or lead to them: what
 #: the count parses a repeated field's elements as, joined.
 COUNTED: dict[str, type[Message]] = _classes(_counted([_skeleton(file) for file in _FILES]))
+
+#: The messages with only the fields that hold elements or lead to them, each
+#: repeated message field (not a map) read as one message, the merge of its
+#: elements: what the count parses an input as, once its skeleton's own
+#: elements are counted.
+FOLDED: dict[str, type[Message]] = _classes(_counted([_folded(file) for file in _FILES]))

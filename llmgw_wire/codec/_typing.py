@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-__all__ = ["FieldDescriptorLike", "MessageDescriptorLike", "UpbMessage"]
+__all__ = ["FieldDescriptorLike", "MessageDescriptorLike", "MessageOptionsLike", "UpbMessage"]
 
 
 class FieldDescriptorLike(Protocol):
@@ -31,8 +31,17 @@ class FieldDescriptorLike(Protocol):
     def containing_oneof(self) -> object | None: ...
 
 
+class MessageOptionsLike(Protocol):
+    """A message's options (`google.protobuf.descriptor_pb2.MessageOptions`), as read here."""
+
+    @property
+    def map_entry(self) -> bool: ...
+
+
 class MessageDescriptorLike(Protocol):
     """A message's descriptor (`google.protobuf.descriptor.Descriptor`), as read here."""
+
+    def GetOptions(self) -> MessageOptionsLike: ...  # noqa: N802 - protobuf's name
 
     @property
     def full_name(self) -> str: ...

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from llmgw_wire import Compute, DecodeError, Registration, decode, encode
 from llmgw_wire.codec import _limits as limits
 from llmgw_wire.codec._limits import (
+    _FOLDED_COUNTS,
     _QUICK_COUNTS,
     DEFAULT_MAX_ITEMS,
     MERGE_BYTES,
@@ -112,6 +113,29 @@ def test_the_skeleton_count_is_the_count(value: Registration, tail: bytes) -> No
             for budget in range(count):
                 # Over the budget or not, as the walk says; the words are then the walk's.
                 assert quick(skeleton, budget, len(data)) > budget
+
+
+@given(lst.registrations(max_gpus=3, max_shards=2), st.binary(max_size=40))
+def test_the_folded_count_is_the_count(value: Registration, tail: bytes) -> None:
+    """A skeleton's own elements, and those below on the input parsed as `FOLDED`: the count."""
+    data = encode(value) + tail
+    skeleton, message = SKELETONS["llmgw.v1.Register"](), DECODE_CLASSES["llmgw.v1.Register"]()
+    try:
+        message.ParseFromString(data)
+    except PbDecodeError:
+        return
+    skeleton.ParseFromString(data)
+    count = item_count(message)
+    folded = _FOLDED_COUNTS[type(skeleton)]
+    assert folded(skeleton, data, count) == count
+    for budget in range(count):
+        assert folded(skeleton, data, budget) > budget
+
+
+def test_the_folded_count_is_for_messages_whose_elements_hold_no_repeated_message() -> None:
+    """An envelope, whose registration holds GPUs, is counted on its skeleton as before."""
+    folded = {name for name, cls in SKELETONS.items() if cls in _FOLDED_COUNTS}
+    assert folded == {"llmgw.v1.Register", "llmgw.v1.RunningShard", "llmgw.v1.ShardStatus"}
 
 
 def test_an_element_upb_cannot_read_in_a_large_input_is_a_decode_error() -> None:
