@@ -293,9 +293,10 @@ def test_memory_at_the_element_budget_is_bounded_by_the_size_limit() -> None:
     """The costliest element, an empty GPU, as many as the budget lets in."""
     at_limit = padded(EMPTY_GPU * DEFAULT_MAX_ITEMS)
     decode(b"", Registration)
-    # About 460 bytes of Python objects each (60 MiB); upb's arena besides.
-    for into in (Registration, v1.Register):
-        assert traced_peak(lambda into=into: decode(at_limit, into)) < 20 * DEFAULT_MAX_SIZE
+    # The domain value: about 260 bytes of Python objects each (8.3 x the
+    # input); the wire classes 15.5 x, 20.8 x on Python 3.10 (limits.md).
+    for into, times in ((Registration, 10), (v1.Register, 24)):
+        assert traced_peak(lambda into=into: decode(at_limit, into)) < times * DEFAULT_MAX_SIZE
 
 
 def test_the_item_limit_is_configurable_and_counts_every_element() -> None:
