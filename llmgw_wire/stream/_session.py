@@ -3,10 +3,10 @@
 A session encodes what it sends and decodes what it reads itself
 (`llmgw_wire.codec.envelope`), so that an `EncodeError` reaches the caller of
 `send` and a bad message is seen for what it is; the transport below moves
-bytes only. Reading runs in a task of the session's own: a `recv` that times
-out loses nothing and leaves the call open. A `recv` waits on a plain future
-with a deadline that the session's one timer keeps, never a task or a timer
-of its own (see docs/internals/stream-tasks.md).
+bytes only. Reading runs in a task of the session's own, which puts what it
+reads in an `asyncio.Queue`: a `recv` that times out, or is cancelled from
+outside, takes nothing from it, so loses nothing and leaves the call open
+(see docs/internals/stream-tasks.md).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import collections
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
 
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.codec._schema import CLASSES
@@ -48,7 +48,7 @@ from llmgw_wire.stream._peers import PeerBytes, decode_turns
 from llmgw_wire.stream._protocol import PEER_OVER_BUDGET
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from llmgw_wire.codec.envelope import EnvelopeCodec
     from llmgw_wire.stream._tls import PeerCertificate
@@ -141,9 +141,22 @@ class Call(Protocol):
         """
 
 
-# How early a loop timer may run: asyncio runs one that is due within the
-# clock's resolution (the loop's clock is `time.monotonic`).
-_CLOCK_RESOLUTION: Final = time.get_clock_info("monotonic").resolution
+# `asyncio.timeout` (Python 3.11+): a deadline on the task itself, no task of its own.
+_timeout: Any = getattr(asyncio, "timeout", None)
+
+T = TypeVar("T")
+
+
+async def _within(awaitable: Awaitable[T], seconds: float) -> T:
+    """`await awaitable`, for at most `seconds` (asyncio.TimeoutError after).
+
+    On Python 3.10, which has no `asyncio.timeout`, through `wait_for` (a
+    task of its own).
+    """
+    if _timeout is None:
+        return await asyncio.wait_for(awaitable, seconds)
+    async with _timeout(seconds):
+        return await awaitable
 
 
 class _End:
@@ -155,15 +168,18 @@ class _End:
         self.error = error
 
 
+# What the inbox holds once the peer's messages have ended and nothing else is
+# left in it, so that a `recv` waiting on the queue wakes to see the end.
+_ENDED: Final = _End(None)
+
+
 class _Session(Generic[S, R]):
     """What both ends share: sending, and reading in a task of the session's own."""
 
     _outbound_name: str
     _inbound_name: str
-    # What the session counts on; a server gives its own.
-    _metrics: StreamMetrics = NO_METRICS
     # Whether the message the reader holds is a registration still to be
-    # decoded (the control plane's end; see `ControlSession._registration_due`).
+    # decoded (the control plane's end; see `ControlSession.registration_due`).
     _arriving = False
 
     def __init__(
@@ -174,6 +190,9 @@ class _Session(Generic[S, R]):
         on_bad_message: BadMessagePolicy = "skip",
         max_message_size: int = DEFAULT_MAX_SIZE,
         max_items: int = DEFAULT_MAX_ITEMS,
+        peer_bytes: PeerBytes | None = None,
+        metrics: StreamMetrics = NO_METRICS,
+        send_timeout: float | None = None,
     ) -> None:
         if on_bad_message not in ("skip", "end"):
             raise ValueError(f"Expected 'skip' or 'end', got {on_bad_message!r}")
@@ -184,22 +203,20 @@ class _Session(Generic[S, R]):
         self._on_bad_message = on_bad_message
         self._max_size = max_message_size
         self._max_items = max_items
-        # What the reader has read and `recv` not yet taken; the end stays last.
-        self._inbox: collections.deque[R | _End] = collections.deque()
+        # What the reader has read and `recv` not yet taken: values, then
+        # `_ENDED` once the end is all there is. A full queue holds the
+        # reader back (and HTTP/2 flow control the peer).
+        self._inbox: asyncio.Queue[R | _End] = asyncio.Queue(_READ_AHEAD)
         # The bytes each value of the inbox counts against its peer's budget,
         # and those of the last value `recv` gave, until the next `recv`.
         self._sizes: collections.deque[int] = collections.deque()
         self._handed = 0
-        # The peer's budget of bytes held; a server gives the one its peer's calls share.
-        self._bytes = PeerBytes(peer, DEFAULT_PEER_BYTES)
-        # The `recv` calls waiting for the inbox, first come first woken.
-        self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
-        # The deadlines of the waiting `recv` calls that have one (loop time),
-        # and the session's one loop timer for them (see `_arm`).
-        self._deadlines: dict[asyncio.Future[None], float] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        # The reader's wait for room in a full inbox.
-        self._room: asyncio.Future[None] | None = None
+        # The peer's budget of bytes held: the one its calls share on a
+        # server, else the session's own.
+        self._bytes = peer_bytes if peer_bytes is not None else PeerBytes(peer, DEFAULT_PEER_BYTES)
+        # What the session counts on; a server gives its own.
+        self._metrics = metrics
+        # How the peer's messages ended, once they have (after what the inbox holds).
         self._end: _End | None = None
         self._reader: asyncio.Task[None] | None = None
         self._send_lock = asyncio.Lock()
@@ -209,15 +226,15 @@ class _Session(Generic[S, R]):
         self._cut = False
         # The `asyncio.Timeout` of the send being written, if it has one.
         self._writing: Any = None
-        self.send_timeout: float | None = None
+        self.send_timeout = send_timeout
         self._warned = FirstLines()
         self._bad_log = Throttle()
         #: Bad messages skipped so far.
         self.bad_messages = 0
         #: Values received so far.
         self.received = 0
-        # The wait of `answered`, while there is one.
-        self._answer: asyncio.Future[None] | None = None
+        # What `answered` waits on, once something has waited.
+        self._answer: asyncio.Event | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
@@ -271,13 +288,13 @@ class _Session(Generic[S, R]):
             async with self._send_lock:
                 await self._write(data)
         else:
-            timer = getattr(asyncio, "timeout", None)  # Python 3.11+: no task of its own
             started = time.monotonic()
             try:
-                if timer is None:
+                if _timeout is None:
                     await asyncio.wait_for(self._locked_write(data, None), timeout)
                 else:
-                    async with timer(timeout) as deadline:
+                    # Kept, so that an end of the call can shorten it (`sends_held`).
+                    async with _timeout(timeout) as deadline:
                         await self._locked_write(data, deadline)
             except asyncio.TimeoutError:
                 if self._partly_sent and not self._cut:
@@ -333,10 +350,41 @@ class _Session(Generic[S, R]):
     async def _write(self, data: bytes) -> None:
         await self._call.write(data)
 
+    @contextlib.asynccontextmanager
+    async def sends_held(self, within: float) -> AsyncIterator[None]:
+        """Hold sends back for the block, once the one being written has been written.
+
+        The send being written, if it has a timeout, gets at most `within`
+        seconds more; a send that begins in the block waits for its end.
+        What ends a call (the control plane's server) cancels the task of
+        its sends in such a block, so that a message being sent arrives whole.
+        """
+        self._hurry_send(within)
+        async with self._send_lock:
+            yield
+
     def start_reading(self) -> None:
         """Start the session's reader, if it has not started yet."""
         if self._reader is None:
             self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def stop_reading(self) -> None:
+        """Stop the reader, and let go of what it holds; `recv` then gives the end.
+
+        The bytes of the values not taken leave the peer's budget. A call's
+        owner calls it once the call is over (the server once `handle` is
+        done; on the agent, `leave`); stopping twice does nothing more.
+        """
+        reader = self._reader
+        if reader is not None and not reader.done():
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+        self._ended_with(_End(None))
+        # Nothing of the call is held any more: its bytes leave the peer's count.
+        self._bytes.give_back(self._handed + sum(self._sizes))
+        self._handed = 0
+        self._sizes.clear()
 
     async def answered(self) -> None:
         """Return once the peer has sent a value this end reads, or has ended its side.
@@ -344,12 +392,11 @@ class _Session(Generic[S, R]):
         What arrives counts whoever reads it; the session's reader must run
         (`start_reading`, or a `recv`).
         """
-        if self.received or self._inbox or self._end is not None:
+        if self.received or not self._inbox.empty() or self._end is not None:
             return
         if self._answer is None:
-            self._answer = asyncio.get_running_loop().create_future()
-        # Shielded: a waiter cancelled (a timeout) leaves the next one its wait.
-        await asyncio.shield(self._answer)
+            self._answer = asyncio.Event()
+        await self._answer.wait()
 
     async def recv(self, timeout: float | None = None) -> R | None:
         """The next value from the peer, or None once the peer has ended its side.
@@ -373,105 +420,47 @@ class _Session(Generic[S, R]):
             # The value given last is the reader's now, no longer the session's.
             self._bytes.give_back(self._handed)
             self._handed = 0
-        if self._end is None:
-            if not self._inbox:
+        inbox = self._inbox
+        if inbox.empty():
+            if self._end is not None:
+                self._raise_end()
+                return None
+            if self._reader is None:
                 self.start_reading()
-                await self._arrival(timeout)
-            item = self._inbox[0]
-            if not isinstance(item, _End):
-                self._inbox.popleft()
-                self._handed = self._sizes.popleft()
-                room = self._room
-                if room is not None and not room.done():
-                    room.set_result(None)
-                return item
-            # Left in the inbox, and the next task waiting in `recv` woken to see it.
-            self._end = item
-            self._wake()
+            # Nothing is taken from the queue before the wait is over: a
+            # timeout or a cancellation loses nothing.
+            item = await (inbox.get() if timeout is None else _within(inbox.get(), timeout))
+        else:
+            item = inbox.get_nowait()
+        if item.__class__ is _End:
+            inbox.put_nowait(item)  # left for the next `recv` waiting, and every later one
+            self._raise_end()
+            return None
+        self._handed = self._sizes.popleft()
+        if self._end is not None and inbox.empty():
+            inbox.put_nowait(_ENDED)  # the end is all that is left
+        return cast("R", item)
+
+    def _raise_end(self) -> None:
+        """Raise the error the peer's messages ended with, if they ended with one."""
+        assert self._end is not None
         if self._end.error is not None:
             raise self._end.error
-        return None
 
-    async def _arrival(self, timeout: float | None) -> None:
-        """Wait until the inbox holds something (a value or the end), at most `timeout` s."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._getters.append(waiter)
-        # A deadline, not `wait_for`: no task per `recv`; and nothing is taken
-        # from the inbox before the wait is over, so a timeout loses nothing.
-        deadline = None if timeout is None else loop.time() + timeout
-        if deadline is not None:
-            self._deadlines[waiter] = deadline
-            self._arm(loop, deadline)
-        try:
-            while not self._inbox:
-                await waiter
-                if not self._inbox:  # woken, but another `recv` took it first
-                    self._deadlines.pop(waiter, None)
-                    waiter = loop.create_future()
-                    self._getters.appendleft(waiter)
-                    if deadline is not None:
-                        self._deadlines[waiter] = deadline
-        except BaseException:
-            with contextlib.suppress(ValueError):
-                self._getters.remove(waiter)
-            if self._inbox:  # woken, then cancelled or timed out: the next one takes it
-                self._wake()
-            raise
-        finally:
-            self._deadlines.pop(waiter, None)
-
-    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
-        """Make the session's timer run by `deadline`.
-
-        One timer serves every `recv` of the session: a `recv` that ends in
-        time leaves it armed, and when it runs it expires the waits that are
-        due and arms itself for the next deadline, if any. A stream of
-        messages each received well within its timeout thus costs no timer
-        each (a loop timer is a heap push and a cancelled entry).
-        """
-        timer = self._timer
-        if timer is None or timer.when() > deadline:
-            if timer is not None:
-                timer.cancel()
-            self._timer = loop.call_at(deadline, self._expire_due)
-
-    def _expire_due(self) -> None:
-        """The session's timer: the waits past their deadline are over, with nothing for them."""
-        self._timer = None
-        if not self._deadlines:
+    def _ended_with(self, end: _End) -> None:
+        """The peer's messages end, after what the inbox holds (the first end counts)."""
+        if self._end is not None:
             return
-        loop = asyncio.get_running_loop()
-        due = loop.time() + _CLOCK_RESOLUTION
-        later = [deadline for deadline in self._deadlines.values() if deadline > due]
-        for waiter, deadline in list(self._deadlines.items()):
-            if deadline <= due and not waiter.done():
-                waiter.set_exception(asyncio.TimeoutError())
-        if later:
-            self._arm(loop, min(later))
+        self._end = end
+        if self._inbox.empty():
+            self._inbox.put_nowait(_ENDED)
+        self._heard()
 
-    def _wake(self) -> None:
-        """Wake the first `recv` still waiting, and `answered`: the inbox holds something."""
-        if self._answer is not None:
-            if not self._answer.done():
-                self._answer.set_result(None)
-            self._answer = None
-        getters = self._getters
-        while getters:
-            waiter = getters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
-
-    async def _deliver(self, item: R | _End, size: int = 0) -> None:
-        """Put `item` (`size` bytes counted) in the inbox, once there is room; the end fits."""
-        if not isinstance(item, _End):
-            while len(self._inbox) >= _READ_AHEAD:
-                self._room = asyncio.get_running_loop().create_future()
-                await self._room
-            self._sizes.append(size)
-        self._inbox.append(item)
-        self._wake()
+    def _heard(self) -> None:
+        """Something arrived, or the end: `answered` is over."""
+        answer = self._answer
+        if answer is not None:
+            answer.set()
 
     def _decode_here(self, data: bytes) -> object:
         """Decode `data` on the loop (small enough), after the refusals that come first."""
@@ -544,6 +533,7 @@ class _Session(Generic[S, R]):
 
     async def _read(self) -> None:
         error: BaseException | None = None
+        inbox = self._inbox
         try:
             while True:
                 data = await self._call.read()
@@ -576,13 +566,13 @@ class _Session(Generic[S, R]):
                     accepted = self._received(value)
                     if accepted is None:
                         continue
-                    if len(self._inbox) < _READ_AHEAD:  # room: no coroutine of its own
-                        self._inbox.append(accepted)
-                        self._sizes.append(size)
-                        self._wake()
-                    else:
-                        await self._deliver(accepted, size)
+                    # Its size first: `recv` takes both once the value is in.
+                    self._sizes.append(size)
                     held = 0
+                    if inbox.qsize() < _READ_AHEAD:  # room: no coroutine of its own
+                        inbox.put_nowait(accepted)
+                    else:
+                        await inbox.put(accepted)
                 finally:
                     self._done_with(held)
         except asyncio.CancelledError:
@@ -595,7 +585,7 @@ class _Session(Generic[S, R]):
             error = exc
             logger.warning("stream with %s failed: %s: %s", self, type(exc).__name__, exc)
         self._log_held_back()
-        await self._deliver(_End(error))
+        self._ended_with(_End(error))
 
     def _received(self, value: object) -> R | None:
         """The value to hand over for a decoded `value` (None: nothing)."""
@@ -634,6 +624,8 @@ class _Session(Generic[S, R]):
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("received %s from %s", type(value).__name__, self)
         self.received += 1
+        if self._answer is not None:
+            self._heard()
         return value
 
     async def _inbound_ended(self) -> None:
@@ -645,21 +637,6 @@ class _Session(Generic[S, R]):
     async def _bad_message_ends(self, error: DecodeError) -> None:
         """End the call for a bad message (policy "end")."""
         logger.warning("ending the stream with %s for a bad message: %s", self, error)
-
-    async def _stop_reading(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._reader is not None and not self._reader.done():
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        if self._end is None:
-            self._end = _End(None)
-        # Nothing of the call is held any more: its bytes leave the peer's count.
-        self._bytes.give_back(self._handed + sum(self._sizes))
-        self._handed = 0
-        self._sizes.clear()
 
 
 class AgentSession(_Session[FromAgent, FromControl]):
@@ -744,7 +721,7 @@ class AgentSession(_Session[FromAgent, FromControl]):
                 logger.info("%s did not end the call within %g s of leaving", self, grace)
             if dropped:
                 logger.info("dropped %d values %s sent after the agent left", dropped, self)
-        await self._stop_reading()
+        await self.stop_reading()
         if not self._client_call.done():
             self._client_call.cancel()
 
@@ -754,10 +731,9 @@ class AgentSession(_Session[FromAgent, FromControl]):
         # end: the session's end is put in the inbox, after what was read.
         if self._reader is not None:
             self._reader.cancel()
-        self._inbox.append(
+        self._ended_with(
             _End(PeerUnavailable(f"the control plane took no message for {waited:.3g} s"))
         )
-        self._wake()
         self._client_call.cancel()
 
     def _abandon(self) -> None:
@@ -856,11 +832,16 @@ class ControlSession(_Session[FromControl, FromAgent]):
         peer: str,
         *,
         metadata: dict[str, str] | None = None,
+        certificate: PeerCertificate | None = None,
         check_node_id: Callable[[str], str | None] | None = None,
-        end: Callable[[StreamError], None] | None = None,
+        end: Callable[[ControlSession, StreamError], None] | None = None,
+        on_registered: Callable[[ControlSession], None] | None = None,
         on_bad_message: BadMessagePolicy = "skip",
         max_message_size: int = DEFAULT_MAX_SIZE,
         max_items: int = DEFAULT_MAX_ITEMS,
+        peer_bytes: PeerBytes | None = None,
+        metrics: StreamMetrics = NO_METRICS,
+        send_timeout: float | None = None,
     ) -> None:
         super().__init__(
             call,
@@ -868,17 +849,21 @@ class ControlSession(_Session[FromControl, FromAgent]):
             on_bad_message=on_bad_message,
             max_message_size=max_message_size,
             max_items=max_items,
+            peer_bytes=peer_bytes,
+            metrics=metrics,
+            send_timeout=send_timeout,
         )
         self.node_id: str | None = None
         self.metadata: dict[str, str] = dict(metadata or {})
-        self.certificate: PeerCertificate | None = None
+        self.certificate = certificate
         self._check_node_id = check_node_id
+        # What ends the call (the server's), and what it does once the first
+        # registration is accepted: each is given the session, and holds none.
         self._end_call = end
+        self._on_registered = on_registered
         self.registered = asyncio.Event()
-        # What the server does once the first registration is accepted.
-        self._on_registered: Callable[[ControlSession], None] | None = None
         # What the registration deadline does once the registration held is decoded.
-        self._late: Callable[[], None] | None = None
+        self._late: Callable[[ControlSession], None] | None = None
         self._started = StreamMetrics.now()
         # Whether the call has been refused (it is ending).
         self._refused = False
@@ -892,8 +877,19 @@ class ControlSession(_Session[FromControl, FromAgent]):
         logger.warning("refused %s: %s", self, error)
         self._metrics.refused(reason)
         self._refused = True
+        self.end(error)
+
+    def end(self, error: StreamError) -> None:
+        """End the call with `error`'s status, as if `handle` had raised it.
+
+        `handle` is cancelled, once the send being written, if any, has been
+        written (a send with a timeout gets a second more at most); the
+        first end wins over any later one and over how `handle` ends. The
+        server ends calls so (a refusal, the registration deadline, a stop);
+        a session made outside a server has no call to end.
+        """
         if self._end_call is not None:
-            self._end_call(error)
+            self._end_call(self, error)
 
     def _accept(self, value: FromAgent) -> FromAgent | None:
         refusal = self._refusal(value)
@@ -945,10 +941,10 @@ class ControlSession(_Session[FromControl, FromAgent]):
         super()._arrival_over()
         late, self._late = self._late, None
         if late is not None:
-            late()
+            late(self)
 
-    def _registration_due(self, late: Callable[[], None]) -> None:
-        """The registration deadline has passed: call `late` now, or after the registration held.
+    def registration_due(self, late: Callable[[ControlSession], None]) -> None:
+        """The registration deadline has passed: `late(self)` now, or after the registration held.
 
         A registration whose bytes arrived in time keeps its deadline while it
         waits for its decoding (other peers' large messages may hold the
@@ -958,11 +954,17 @@ class ControlSession(_Session[FromControl, FromAgent]):
         if self._arriving:
             self._late = late
         else:
-            late()
+            late(self)
 
-    async def _stop_reading(self) -> None:
+    async def stop_reading(self) -> None:
+        """Stop the reader, and let go of what it holds; `recv` then gives the end.
+
+        The bytes of the values not taken leave the peer's budget, and a
+        registration deadline waiting for a registration's decoding is
+        dropped. The server calls it once `handle` is done.
+        """
         self._late = None
-        await super()._stop_reading()
+        await super().stop_reading()
 
     def _not_decoded(self, data: bytes) -> DecodeError | None:
         unregistered = self.node_id is None and len(data) > UNREGISTERED_MESSAGE_MAX
@@ -980,8 +982,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
 
     async def _bad_message_ends(self, error: DecodeError) -> None:
         await super()._bad_message_ends(error)
-        if self._end_call is not None:
-            self._end_call(StreamError(str(error), code="INVALID_ARGUMENT"))
+        self.end(StreamError(str(error), code="INVALID_ARGUMENT"))
 
     async def _bad_message_skipped(self, data: bytes, error: DecodeError) -> None:
         # Before the registration, a message that cannot be read ends the call
@@ -993,14 +994,13 @@ class ControlSession(_Session[FromControl, FromAgent]):
         details = f"{UNREADABLE_BEFORE_REGISTRATION}: {error}"
         logger.warning("refused %s: %s", self, details)
         self._refused = True
-        self._end_call(StreamError(details, code="INVALID_ARGUMENT"))
+        self.end(StreamError(details, code="INVALID_ARGUMENT"))
 
     def _send_timed_out(self, waited: float) -> None:
         super()._send_timed_out(waited)
-        if self._end_call is not None:
-            self._end_call(
-                StreamError(
-                    f"the agent took no message for {waited:.3g} s: a send timed out",
-                    code="DEADLINE_EXCEEDED",
-                )
+        self.end(
+            StreamError(
+                f"the agent took no message for {waited:.3g} s: a send timed out",
+                code="DEADLINE_EXCEEDED",
             )
+        )

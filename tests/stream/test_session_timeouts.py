@@ -46,7 +46,7 @@ def test_a_short_timeout_after_a_long_one_still_expires() -> None:
         # The timeout lost nothing: what comes next is received.
         call.put(Heartbeat("n1"))
         assert await session.recv(timeout=LONG) == Heartbeat("n1")
-        await session._stop_reading()
+        await session.stop_reading()
 
     run(main)
 
@@ -62,7 +62,7 @@ def test_waits_with_different_deadlines_each_end_at_their_own() -> None:
         assert not patient.done()
         call.put(sample_registration())
         assert isinstance(await patient, Registration)
-        await session._stop_reading()
+        await session.stop_reading()
 
     run(main)
 
@@ -79,6 +79,6 @@ def test_the_timer_runs_again_for_a_later_deadline() -> None:
             await first
         with pytest.raises(asyncio.TimeoutError):
             await second
-        await session._stop_reading()
+        await session.stop_reading()
 
     run(main)
