@@ -1,4 +1,4 @@
-"""`recv(timeout=...)`: one loop timer per session serves every wait, whatever their deadlines."""
+"""`recv(timeout=...)`: one loop timer per session serves every wait, and no wait loses a value."""
 
 from __future__ import annotations
 
@@ -79,6 +79,40 @@ def test_the_timer_runs_again_for_a_later_deadline() -> None:
             await first
         with pytest.raises(asyncio.TimeoutError):
             await second
+        await session.stop_reading()
+
+    run(main)
+
+
+def test_a_wait_with_a_deadline_cancelled_from_outside_is_cancelled_and_loses_nothing() -> None:
+    async def main() -> None:
+        call = MemoryCall()
+        session = ControlSession(call, "memory")
+        waiting = asyncio.ensure_future(session.recv(timeout=LONG))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        call.put(sample_registration())
+        assert isinstance(await session.recv(timeout=LONG), Registration)
+        await session.stop_reading()
+
+    run(main)
+
+
+def test_a_value_that_arrives_as_the_deadline_passes_is_received_or_kept() -> None:
+    async def main() -> None:
+        call = MemoryCall()
+        session = ControlSession(call, "memory")
+        session.start_reading()
+        for _ in range(20):
+            waiting = asyncio.ensure_future(session.recv(timeout=0))
+            call.put(Heartbeat("n1"))
+            try:
+                assert await waiting == Heartbeat("n1")
+            except asyncio.TimeoutError:
+                # Timed out first: the value waits for the next `recv`.
+                assert await session.recv(timeout=LONG) == Heartbeat("n1")
         await session.stop_reading()
 
     run(main)
