@@ -444,6 +444,7 @@ def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError 
 HALF_CLOSE_SETTLE: Final = 1.0
 
 LOST: Final = "the agent's call was cancelled, or its connection lost"
+_EOF: Final = grpc.aio.EOF
 
 
 class _ServerCall:
@@ -479,7 +480,7 @@ class _ServerCall:
 
     async def read(self) -> bytes | None:
         data = await self._context.read()
-        if data is grpc.aio.EOF:
+        if data is _EOF:
             # grpc.aio reads a cancelled call and a half-closed one alike as
             # EOF, and makes the cancellation known only later, by cancelling
             # the call's task (when C-core's "close on server" completes).

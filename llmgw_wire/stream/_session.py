@@ -173,6 +173,8 @@ class _Session(Generic[S, R]):
     # Whether the message the reader holds is a registration still to be
     # decoded (the control plane's end; see `ControlSession.registration_due`).
     _arriving = False
+    # Messages over this many bytes are looked at before decoding (`_not_decoded`).
+    _screened_above = _DECODE_OFF_LOOP_ABOVE
 
     def __init__(
         self,
@@ -517,8 +519,9 @@ class _Session(Generic[S, R]):
 
     def _decode_here(self, data: bytes) -> object:
         """Decode `data` on the loop (small enough), after the refusals that come first."""
-        self._check_decodable(data)
-        return self._decode_only(data)
+        if len(data) > self._screened_above:
+            self._check_decodable(data)
+        return self._inbound.decode(data, max_size=self._max_size, max_items=self._max_items)
 
     def _check_decodable(self, data: bytes) -> None:
         refusal = self._not_decoded(data)  # on the loop: it may end the call
@@ -552,11 +555,6 @@ class _Session(Generic[S, R]):
         """Why `data` is refused without decoding it (a bad message), or None."""
         return None
 
-    def _counted(self, data: bytes) -> bool:
-        """Note `data`'s arrival, and count it against the peer's bytes if it fits now."""
-        self._arrived(data)
-        return self._bytes.take(len(data))
-
     async def _wait_for_room(self, size: int) -> None:
         """Wait until the peer's bytes have room for `size` more; a peer over both budgets ends."""
         if not self._bytes.may_wait(size):
@@ -571,12 +569,6 @@ class _Session(Generic[S, R]):
     def _over_budget(self, error: StreamError) -> None:
         """What else to do when a message finds its peer over both budgets of bytes."""
 
-    def _done_with(self, held: int) -> None:
-        """The reader is done with a message; `held` of its bytes, not delivered, are not held."""
-        self._bytes.give_back(held)
-        if self._arriving:
-            self._arrival_over()
-
     def _arrived(self, data: bytes) -> None:
         """A message's bytes are read: what to note before it waits for its decoding."""
 
@@ -586,10 +578,11 @@ class _Session(Generic[S, R]):
 
     async def _read(self) -> None:
         error: BaseException | None = None
-        inbox = self._inbox
+        # What each message uses, looked up once.
+        inbox, peer_bytes, read = self._inbox, self._bytes, self._call.read
         try:
             while True:
-                data = await self._call.read()
+                data = await read()
                 if data is None:
                     logger.info("%s ended its side of the stream", self)
                     await self._inbound_ended()
@@ -597,24 +590,19 @@ class _Session(Generic[S, R]):
                 # Counted against the peer's bytes before it is decoded: a peer
                 # whose messages fill its budget waits (and flow control makes it).
                 size = held = len(data)
-                if not self._counted(data):
+                self._arrived(data)
+                if not peer_bytes.take(size):
                     await self._wait_for_room(size)
                 try:
                     try:
                         # Small messages (all but a few) without a coroutine of their own.
                         value = (
                             self._decode_here(data)
-                            if len(data) <= _DECODE_OFF_LOOP_ABOVE
+                            if size <= _DECODE_OFF_LOOP_ABOVE
                             else await self._decode_off_loop(data)
                         )
                     except DecodeError as exc:
-                        self._metrics.refused(refusal_of(exc))
-                        if self._on_bad_message == "end":
-                            await self._bad_message_ends(exc)
-                            raise
-                        self.bad_messages += 1
-                        self._log_bad_message(exc)
-                        await self._bad_message_skipped(data, exc)
+                        await self._bad_message(data, exc)
                         continue
                     accepted = self._received(value)
                     if accepted is None:
@@ -627,7 +615,9 @@ class _Session(Generic[S, R]):
                     else:
                         await inbox.put(accepted)
                 finally:
-                    self._done_with(held)
+                    peer_bytes.give_back(held)  # what was not handed over is not held
+                    if self._arriving:
+                        self._arrival_over()
         except asyncio.CancelledError:
             self._log_held_back()
             raise
@@ -639,6 +629,16 @@ class _Session(Generic[S, R]):
             logger.warning("stream with %s failed: %s: %s", self, type(exc).__name__, exc)
         self._log_held_back()
         self._ended_with(_End(error))
+
+    async def _bad_message(self, data: bytes, error: DecodeError) -> None:
+        """Skip the message `data` that did not decode; under the policy "end", raise `error`."""
+        self._metrics.refused(refusal_of(error))
+        if self._on_bad_message == "end":
+            await self._bad_message_ends(error)
+            raise error
+        self.bad_messages += 1
+        self._log_bad_message(error)
+        await self._bad_message_skipped(data, error)
 
     def _received(self, value: object) -> R | None:
         """The value to hand over for a decoded `value` (None: nothing)."""
@@ -878,6 +878,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
 
     _outbound_name = CONTROL_MESSAGE
     _inbound_name = AGENT_MESSAGE
+    _screened_above = UNREGISTERED_MESSAGE_MAX
 
     def __init__(
         self,
@@ -945,6 +946,8 @@ class ControlSession(_Session[FromControl, FromAgent]):
             self._end_call(self, error)
 
     def _accept(self, value: FromAgent) -> FromAgent | None:
+        if self._check_node_id is None and not isinstance(value, Registration):
+            return super()._accept(value)  # only a registration binds, without node identity
         refusal = self._refusal(value)
         if refusal is not None:
             reason = "identity" if refusal.code is StatusCode.PERMISSION_DENIED else "protocol"
