@@ -149,6 +149,8 @@ _UNCANCELS: Final = hasattr(asyncio.Task, "uncancel")
 # How early a loop timer may run: asyncio runs one that is due within the
 # clock's resolution (the loop's clock is `time.monotonic`).
 _CLOCK_RESOLUTION: Final = time.get_clock_info("monotonic").resolution
+# The deadline of a wait the session's timer has ended.
+_EXPIRED: Final = -1.0
 
 
 class _End:
@@ -213,12 +215,11 @@ class _Session(Generic[S, R]):
         # How the peer's messages ended, once they have (after what the inbox holds).
         self._end: _End | None = None
         self._reader: asyncio.Task[None] | None = None
-        # The tasks waiting in `recv` with a deadline (loop time), the
-        # session's one loop timer for the nearest, and the waits it has
-        # ended (see `_get_by`).
+        # The tasks waiting in `recv` with a deadline (loop time; `_EXPIRED`
+        # once the timer has ended the wait), and the session's one loop
+        # timer for the nearest (see `_get_by`).
         self._deadlines: dict[asyncio.Task[Any], float] = {}
         self._timer: asyncio.TimerHandle | None = None
-        self._expired: set[asyncio.Task[Any]] = set()
         self._send_lock = asyncio.Lock()
         # Whether a message is being written (or was left partly written).
         self._partly_sent = False
@@ -227,8 +228,10 @@ class _Session(Generic[S, R]):
         # The `asyncio.Timeout` of the send being written, if it has one.
         self._writing: Any = None
         self.send_timeout = send_timeout
-        self._warned = FirstLines()
-        self._bad_log = Throttle()
+        # The bounds of the session's log lines, made at the first line each
+        # bounds: most sessions log none, and hold none.
+        self._warned: FirstLines | None = None
+        self._bad_log: Throttle | None = None
         #: Bad messages skipped so far.
         self.bad_messages = 0
         #: Values received so far.
@@ -473,12 +476,11 @@ class _Session(Generic[S, R]):
         try:
             return await self._inbox.get()
         except asyncio.CancelledError:
-            if task in self._expired and task.uncancel() == 0:  # type: ignore[attr-defined]
+            if self._deadlines[task] == _EXPIRED and task.uncancel() == 0:  # type: ignore[attr-defined]
                 raise asyncio.TimeoutError from None
             raise  # cancelled from outside, too
         finally:
             del self._deadlines[task]
-            self._expired.discard(task)
 
     def _expire_due(self) -> None:
         """The session's timer: cancel the waits past their deadline, each to time out."""
@@ -486,11 +488,13 @@ class _Session(Generic[S, R]):
         loop = asyncio.get_running_loop()
         due = loop.time() + _CLOCK_RESOLUTION
         later: float | None = None
-        for task, deadline in self._deadlines.items():
+        deadlines = self._deadlines
+        for task, deadline in deadlines.items():
+            if deadline == _EXPIRED:
+                continue
             if deadline <= due:
-                if task not in self._expired:
-                    self._expired.add(task)
-                    task.cancel()
+                deadlines[task] = _EXPIRED  # a value changed: the dict's size is not
+                task.cancel()
             elif later is None or deadline < later:
                 later = deadline
         if later is not None:
@@ -579,10 +583,10 @@ class _Session(Generic[S, R]):
     async def _read(self) -> None:
         error: BaseException | None = None
         # What each message uses, looked up once.
-        inbox, peer_bytes, read = self._inbox, self._bytes, self._call.read
+        inbox, peer_bytes, call = self._inbox, self._bytes, self._call
         try:
             while True:
-                data = await read()
+                data = await call.read()
                 if data is None:
                     logger.info("%s ended its side of the stream", self)
                     await self._inbound_ended()
@@ -652,23 +656,28 @@ class _Session(Generic[S, R]):
     def _log_bad_message(self, error: DecodeError) -> None:
         # One line, the error's own text, never a traceback; and a flood of
         # bad messages is a line per interval with a count, not a line each.
+        if self._bad_log is None:
+            self._bad_log = Throttle()
         allowed, held = self._bad_log.allow()
         if allowed:
             more = f" ({held} more since the last line)" if held else ""
             logger.warning("skipped a bad message from %s%s: %s", self, more, error)
 
     def _log_held_back(self) -> None:
-        if self._bad_log.held:
+        bad_log = self._bad_log
+        if bad_log is not None and bad_log.held:
             logger.warning(
                 "skipped %d more bad messages from %s (%d in all)",
-                self._bad_log.held,
+                bad_log.held,
                 self,
                 self.bad_messages,
             )
-            self._bad_log.held = 0
+            bad_log.held = 0
 
     def _skipped(self, skipped: UnknownMember) -> None:
         # A newer peer may send its new kind of message often: say so once.
+        if self._warned is None:
+            self._warned = FirstLines()
         level = logging.WARNING if self._warned.first(skipped.reason) else logging.DEBUG
         logger.log(level, "skipped a %s from %s: %s", skipped.envelope, self, skipped.reason)
 
