@@ -217,7 +217,7 @@ class _Session(Generic[S, R]):
         self._reader: asyncio.Task[None] | None = None
         # The tasks waiting in `recv` with a deadline (loop time; `_EXPIRED`
         # once the timer has ended the wait), and the session's one loop
-        # timer for the nearest (see `_get_by`).
+        # timer for the nearest (see `_wait_by`).
         self._deadlines: dict[asyncio.Task[Any], float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._send_lock = asyncio.Lock()
@@ -438,7 +438,14 @@ class _Session(Generic[S, R]):
             if timeout is None:
                 item = await inbox.get()
             elif _UNCANCELS:
-                item = await self._get_by(timeout)
+                task = self._wait_by(timeout)
+                try:
+                    item = await inbox.get()
+                except asyncio.CancelledError:
+                    self._raise_if_expired(task)
+                    raise  # cancelled from outside
+                finally:
+                    del self._deadlines[task]
             else:  # Python 3.10: a task per wait
                 item = await asyncio.wait_for(inbox.get(), timeout)
         else:
@@ -452,17 +459,18 @@ class _Session(Generic[S, R]):
             inbox.put_nowait(_ENDED)  # the end is all that is left
         return cast("R", item)
 
-    async def _get_by(self, timeout: float) -> R | _End:
-        """The inbox's next item, within `timeout` seconds (asyncio.TimeoutError after).
+    def _wait_by(self, timeout: float) -> asyncio.Task[Any]:
+        """Give the current task's wait a deadline `timeout` seconds away; the task.
 
         What `asyncio.timeout` does (the task cancelled at the deadline, and
-        that cancellation taken back as a timeout), with one loop timer for
-        every wait of the session rather than one each: a `recv` answered
-        in time leaves the timer armed, and when it runs it ends the waits
-        that are due and arms itself for the next one. A message received
-        within its timeout thus costs no timer (a loop timer is a heap push,
-        and a cancelled one stays in the heap): measured, `asyncio.timeout`
-        around each wait costs 4 µs per message, an eighth of a heartbeat.
+        that cancellation taken back as a timeout: `_raise_if_expired`), with
+        one loop timer for every wait of the session rather than one each: a
+        `recv` answered in time leaves the timer armed, and when it runs it
+        ends the waits that are due and arms itself for the next one. A
+        message received within its timeout thus costs no timer (a loop
+        timer is a heap push, and a cancelled one stays in the heap):
+        measured, `asyncio.timeout` around each wait costs 4 µs per message,
+        an eighth of a heartbeat.
         """
         loop = asyncio.get_running_loop()
         task = cast("asyncio.Task[Any]", asyncio.current_task(loop))
@@ -473,14 +481,12 @@ class _Session(Generic[S, R]):
             if timer is not None:
                 timer.cancel()
             self._timer = loop.call_at(deadline, self._expire_due)
-        try:
-            return await self._inbox.get()
-        except asyncio.CancelledError:
-            if self._deadlines[task] == _EXPIRED and task.uncancel() == 0:  # type: ignore[attr-defined]
-                raise asyncio.TimeoutError from None
-            raise  # cancelled from outside, too
-        finally:
-            del self._deadlines[task]
+        return task
+
+    def _raise_if_expired(self, task: asyncio.Task[Any]) -> None:
+        """`task`'s wait was cancelled: a timeout if the timer did it and nothing else did too."""
+        if self._deadlines[task] == _EXPIRED and task.uncancel() == 0:  # type: ignore[attr-defined]
+            raise asyncio.TimeoutError from None
 
     def _expire_due(self) -> None:
         """The session's timer: cancel the waits past their deadline, each to time out."""
