@@ -143,9 +143,11 @@ class Call(Protocol):
 
 # `asyncio.timeout` (Python 3.11+): a deadline on the task itself, no task of its own.
 _timeout: Any = getattr(asyncio, "timeout", None)
-# Whether a task can take back a cancellation (Python 3.11+), which the
-# session's deadlines of `recv` need; without it, `recv` uses `wait_for`.
+# Whether a task counts its cancellations and can take one back (Python
+# 3.11+): how a wait that the session's timer cancelled tells it is a timeout.
 _UNCANCELS: Final = hasattr(asyncio.Task, "uncancel")
+# The message of the session timer's cancellations (what tells them on 3.10).
+_EXPIRY: Final = "the recv's timeout has passed"
 # How early a loop timer may run: asyncio runs one that is due within the
 # clock's resolution (the loop's clock is `time.monotonic`).
 _CLOCK_RESOLUTION: Final = time.get_clock_info("monotonic").resolution
@@ -437,17 +439,15 @@ class _Session(Generic[S, R]):
             # timeout or a cancellation loses nothing.
             if timeout is None:
                 item = await inbox.get()
-            elif _UNCANCELS:
+            else:
                 task = self._wait_by(timeout)
                 try:
                     item = await inbox.get()
-                except asyncio.CancelledError:
-                    self._raise_if_expired(task)
+                except asyncio.CancelledError as exc:
+                    self._raise_if_expired(task, exc)
                     raise  # cancelled from outside
                 finally:
                     del self._deadlines[task]
-            else:  # Python 3.10: a task per wait
-                item = await asyncio.wait_for(inbox.get(), timeout)
         else:
             item = inbox.get_nowait()
         if item.__class__ is _End:
@@ -483,9 +483,20 @@ class _Session(Generic[S, R]):
             self._timer = loop.call_at(deadline, self._expire_due)
         return task
 
-    def _raise_if_expired(self, task: asyncio.Task[Any]) -> None:
-        """`task`'s wait was cancelled: a timeout if the timer did it and nothing else did too."""
-        if self._deadlines[task] == _EXPIRED and task.uncancel() == 0:  # type: ignore[attr-defined]
+    def _raise_if_expired(self, task: asyncio.Task[Any], error: asyncio.CancelledError) -> None:
+        """`task`'s wait was cancelled (`error`): a timeout if the timer did it, and nothing else.
+
+        On Python 3.11+ the task's count of cancellations tells; on 3.10,
+        which has none, the message of the last cancellation does (so an
+        outside cancellation in the same loop turn as the timer's, before
+        it, is taken for the timeout).
+        """
+        if self._deadlines[task] != _EXPIRED:
+            return
+        if not _UNCANCELS:
+            if error.args[:1] == (_EXPIRY,):
+                raise asyncio.TimeoutError from None
+        elif task.uncancel() == 0:  # type: ignore[attr-defined]
             raise asyncio.TimeoutError from None
 
     def _expire_due(self) -> None:
@@ -500,7 +511,7 @@ class _Session(Generic[S, R]):
                 continue
             if deadline <= due:
                 deadlines[task] = _EXPIRED  # a value changed: the dict's size is not
-                task.cancel()
+                task.cancel(_EXPIRY)
             elif later is None or deadline < later:
                 later = deadline
         if later is not None:
