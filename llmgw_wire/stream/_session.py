@@ -388,6 +388,10 @@ class _Session(Generic[S, R]):
             reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reader
+        # What was read and not taken is dropped: `recv` gives the end at once.
+        inbox = self._inbox
+        while not inbox.empty():
+            inbox.get_nowait()
         self._ended_with(_End(None))
         # Nothing of the call is held any more: its bytes leave the peer's count.
         self._bytes.give_back(self._handed + sum(self._sizes))

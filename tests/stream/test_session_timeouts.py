@@ -116,3 +116,18 @@ def test_a_value_that_arrives_as_the_deadline_passes_is_received_or_kept() -> No
         await session.stop_reading()
 
     run(main)
+
+
+def test_after_stop_reading_recv_gives_the_end_and_drops_what_was_not_taken() -> None:
+    async def main() -> None:
+        call = MemoryCall()
+        session = ControlSession(call, "memory")
+        call.put(sample_registration())
+        call.put(Heartbeat("n1"))
+        assert isinstance(await session.recv(timeout=LONG), Registration)
+        await asyncio.sleep(0)  # the reader has read the heartbeat ahead
+        await session.stop_reading()
+        assert await session.recv(timeout=LONG) is None
+        assert await session.recv() is None
+
+    run(main)
