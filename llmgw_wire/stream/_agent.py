@@ -188,7 +188,7 @@ async def _connect(
                 await session.leave(leave_grace)
             else:
                 # Cancelled (or interrupted): no waiting for anyone.
-                await session._stop_reading()
+                await session.stop_reading()
                 client_call.cancel()
             raise
         await session.leave(leave_grace)

@@ -6,7 +6,6 @@ import abc
 import asyncio
 import contextlib
 import errno
-import functools
 import logging
 import weakref
 from typing import TYPE_CHECKING, Any, Final
@@ -115,8 +114,8 @@ class AgentService:
         self._on_bad_message = on_bad_message
         self._max_message_size = max_message_size
         self._max_items = max_items
-        # What ends each open call; a stop waits for the set to empty.
-        self._enders: set[Callable[[StreamError], None]] = set()
+        # The open calls' sessions; a stop ends each, and waits for the set to empty.
+        self._open: set[ControlSession] = set()
         self._drained = asyncio.Event()
         self._drained.set()
         self._stopping = False
@@ -132,12 +131,20 @@ class AgentService:
         )
 
     def __repr__(self) -> str:
-        return f"<AgentService calls={len(self._enders)}>"
+        return f"<AgentService calls={len(self._open)}>"
 
     @property
     def calls(self) -> int:
         """The agent streams open now."""
-        return len(self._enders)
+        return len(self._open)
+
+    async def wait_idle(self) -> None:
+        """Return once no agent stream is open: each call's end has run (at once if none is).
+
+        After `stop`, it returns once every call has ended; while serving,
+        at a moment with no agent connected (another may connect next).
+        """
+        await self._drained.wait()
 
     def _handler(self) -> grpc.GenericRpcHandler:
         """The generic grpc handler of `AgentService.Connect` (raw bytes both ways)."""
@@ -172,8 +179,8 @@ class AgentService:
         if not self._stopping:
             self._stopping = True
             await self._health.stopping()
-            for end in list(self._enders):
-                end(PeerUnavailable(STOPPING))
+            for session in list(self._open):
+                session.end(PeerUnavailable(STOPPING))
         if grace:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._drained.wait(), grace)
@@ -197,8 +204,9 @@ class AgentService:
         self,
         context: grpc.aio.ServicerContext[Any, Any],
         call: _ServerCall,
-        end: Callable[[StreamError], None],
-    ) -> ControlSession:
+        end: Callable[[ControlSession, StreamError], None],
+    ) -> tuple[ControlSession, str]:
+        """The call's session, and its peer (who it is from, for the budgets)."""
         metadata = {
             key: value
             for key, value in (context.invocation_metadata() or ())
@@ -206,26 +214,27 @@ class AgentService:
         }
         # From the call, whoever configured the port: None on plain text or without one.
         certificate = PeerCertificate.from_auth_context(context.auth_context())
-        session = ControlSession(
-            call,
-            address_of(context.peer()),
-            metadata=metadata,
-            check_node_id=self._check_node_id(certificate) if self._node_identity else None,
-            end=end,
-            on_bad_message=self._on_bad_message,
-            max_message_size=self._max_message_size,
-            max_items=self._max_items,
-        )
-        session.certificate = certificate
-        session.send_timeout = self._limits.send_timeout
-        session._metrics = self._metrics
-        session._on_registered = self._waiting.leave
-        key = peer_of(session.peer, certificate)
+        address = address_of(context.peer())
+        key = peer_of(address, certificate)
         held = self._held.get(key)
         if held is None:
             held = self._held[key] = PeerBytes(key, self._limits.max_bytes_per_peer)
-        session._bytes = held
-        return session
+        session = ControlSession(
+            call,
+            address,
+            metadata=metadata,
+            certificate=certificate,
+            check_node_id=self._check_node_id(certificate) if self._node_identity else None,
+            end=end,
+            on_registered=self._waiting.leave,
+            on_bad_message=self._on_bad_message,
+            max_message_size=self._max_message_size,
+            max_items=self._max_items,
+            peer_bytes=held,
+            metrics=self._metrics,
+            send_timeout=self._limits.send_timeout,
+        )
+        return session, key
 
     async def _serve(
         self, _requests: object, context: grpc.aio.ServicerContext[Any, Any]
@@ -240,26 +249,21 @@ class AgentService:
         yield  # pragma: no cover (what makes this a generator)
 
     async def _call(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        loop = asyncio.get_running_loop()
-        ending: asyncio.Future[StreamError] = loop.create_future()
         # `handle` runs in this task, grpc's own for the call: no task of its
-        # own. Something that ends the call cancels it here, under the send lock.
+        # own. Something that ends the call cancels it here, between sends.
+        # The session holds `serving.end`, and `serving` holds no session:
+        # nothing of the call is in a reference cycle once this task is done.
         serving = _Handling(asyncio.current_task())
-
-        def end(error: StreamError) -> None:
-            if not ending.done():
-                ending.set_result(error)
-                serving.stop(session)
-
         call = _ServerCall(context)
-        session = self._session(context, call, end)
+        session, peer = self._session(context, call, serving.end)
         # Every line of this call's tasks counts against its peer's share of the log.
-        current_peer.set(session._bytes.key)
-        refusal = self._admission(session)
+        current_peer.set(peer)
+        refusal = self._admission(session, peer)
         if refusal is not None:
             _set_status(context, refusal)
             return
-        self._enders.add(end)
+        open_calls = self._open
+        open_calls.add(session)
         self._drained.clear()
         self._metrics.agents(1)
         logger.info("%s connected", session)
@@ -273,11 +277,11 @@ class AgentService:
             session.start_reading()
             if self._registration_timeout is not None:
                 # A timer, not a task: nothing runs unless the deadline passes.
-                timer = loop.call_later(
-                    self._registration_timeout, self._registration_late, session, end
+                timer = asyncio.get_running_loop().call_later(
+                    self._registration_timeout, self._registration_late, session
                 )
-            error = await serving.run(self.plane.handle, session, ending)
-            _set_status(context, self._outcome(session, error, ending))
+            error = await serving.run(self.plane.handle, session)
+            _set_status(context, self._outcome(session, error, serving.ending))
         except asyncio.CancelledError:
             # The agent's call was cancelled, or its connection lost: no alarm.
             call.mark_lost()
@@ -288,19 +292,17 @@ class AgentService:
             self._waiting.leave(session)
             if timer is not None:
                 timer.cancel()
-            await session._stop_reading()
-            # The session held `end`, whose closure holds the session: no cycle outlives the call.
-            session._end_call = None
-            self._enders.discard(end)
-            if not self._enders:
+            await session.stop_reading()
+            open_calls.discard(session)
+            if not open_calls:
                 self._drained.set()
 
-    def _admission(self, session: ControlSession) -> StreamError | None:
+    def _admission(self, session: ControlSession, peer: str) -> StreamError | None:
         """Why a new call is refused before anything of it is read, or None."""
         if self._stopping or not self._health.serving:
             self._metrics.refused("stopping" if self._stopping else "not_serving")
             return PeerUnavailable(STOPPING if self._stopping else NOT_SERVING)
-        over = self._waiting.enter(session, session._bytes.key)
+        over = self._waiting.enter(session, peer)
         if over is not None:
             why = TOO_MANY_WAITING if over == "server" else TOO_MANY_WAITING_FROM_PEER
             allowed, held = self._over_cap_log.allow()
@@ -328,15 +330,15 @@ class AgentService:
 
     @staticmethod
     def _outcome(
-        session: ControlSession, error: BaseException | None, ending: asyncio.Future[StreamError]
+        session: ControlSession, error: BaseException | None, ending: StreamError | None
     ) -> StreamError | None:
         """How the call ends: None for OK, else the error whose status it ends with.
 
-        `error` is what `handle` raised (None: it returned); once something
-        has ended the call, that wins.
+        `error` is what `handle` raised (None: it returned); `ending`, what
+        ended the call, if something did, wins.
         """
-        if ending.done():
-            return ending.result()
+        if ending is not None:
+            return ending
         if error is None:
             logger.info("call with %s ended: OK", session)
             return None
@@ -346,24 +348,22 @@ class AgentService:
         logger.error("handling %s failed", session, exc_info=error)
         return StreamError(FAILED_TO_SERVE, code="INTERNAL")
 
-    def _registration_late(
-        self, session: ControlSession, end: Callable[[StreamError], None]
-    ) -> None:
+    def _registration_late(self, session: ControlSession) -> None:
         """The registration deadline has passed: end the call unless the agent registered.
 
         A registration whose bytes arrived in time is decoded first (it may
         wait for its turn at the decode slot).
         """
         if not session.registered.is_set():
-            session._registration_due(functools.partial(self._unregistered, session, end))
+            session.registration_due(self._unregistered)
 
-    def _unregistered(self, session: ControlSession, end: Callable[[StreamError], None]) -> None:
+    def _unregistered(self, session: ControlSession) -> None:
         if session.registered.is_set():
             return
         timeout = self._registration_timeout
         logger.warning("%s sent no registration within %g s", session, timeout)
         self._metrics.refused("timeout")
-        end(RegistrationTimeout(f"no registration within {timeout:g} s"))
+        session.end(RegistrationTimeout(f"no registration within {timeout:g} s"))
 
 
 #: Seconds a send being written (one with a timeout) may still take once its
@@ -375,23 +375,22 @@ SEND_AFTER_END: Final = 1.0
 class _Handling:
     """`handle` run in the call's own task, and its cancellation when something ends the call."""
 
-    __slots__ = ("_cancelled", "_stopper", "_task", "running")
+    __slots__ = ("_cancelled", "_stopper", "_task", "ending", "running")
 
     def __init__(self, task: asyncio.Task[Any] | None) -> None:
         self._task = task
         self.running = False
+        #: What ended the call, once something has: its status wins.
+        self.ending: StreamError | None = None
         # Whether the cancellation came from here (not from grpc: the agent lost).
         self._cancelled = False
         self._stopper: asyncio.Task[None] | None = None
 
     async def run(
-        self,
-        handle: Callable[[ControlSession], Awaitable[None]],
-        session: ControlSession,
-        ending: asyncio.Future[StreamError],
+        self, handle: Callable[[ControlSession], Awaitable[None]], session: ControlSession
     ) -> BaseException | None:
         """Run `handle(session)` unless the call has ended; what it raised, or None."""
-        if ending.done():
+        if self.ending is not None:
             return None
         self.running = True
         try:
@@ -410,18 +409,20 @@ class _Handling:
         uncancel = getattr(self._task, "uncancel", None)  # Python 3.11+
         return uncancel is None or uncancel() == 0
 
-    def stop(self, session: ControlSession) -> None:
-        """Cancel `handle`, never in the middle of a send: what was sent arrives whole.
+    def end(self, session: ControlSession, error: StreamError) -> None:
+        """End the call with `error` (the first end wins): cancel `handle`, never mid-send.
 
         A send being written gets at most `SEND_AFTER_END` seconds more: an
         agent that reads nothing must not hold the end of its call.
         """
-        session._hurry_send(SEND_AFTER_END)
+        if self.ending is not None:
+            return
+        self.ending = error
         if self.running and self._stopper is None:
             self._stopper = asyncio.get_running_loop().create_task(self._stop(session))
 
     async def _stop(self, session: ControlSession) -> None:
-        async with session._send_lock:
+        async with session.sends_held(SEND_AFTER_END):
             if self.running and self._task is not None:
                 self._cancelled = True
                 self._task.cancel()
@@ -443,6 +444,7 @@ def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError 
 HALF_CLOSE_SETTLE: Final = 1.0
 
 LOST: Final = "the agent's call was cancelled, or its connection lost"
+_EOF: Final = grpc.aio.EOF
 
 
 class _ServerCall:
@@ -478,7 +480,7 @@ class _ServerCall:
 
     async def read(self) -> bytes | None:
         data = await self._context.read()
-        if data is grpc.aio.EOF:
+        if data is _EOF:
             # grpc.aio reads a cancelled call and a half-closed one alike as
             # EOF, and makes the cancellation known only later, by cancelling
             # the call's task (when C-core's "close on server" completes).

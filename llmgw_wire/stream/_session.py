@@ -3,10 +3,10 @@
 A session encodes what it sends and decodes what it reads itself
 (`llmgw_wire.codec.envelope`), so that an `EncodeError` reaches the caller of
 `send` and a bad message is seen for what it is; the transport below moves
-bytes only. Reading runs in a task of the session's own: a `recv` that times
-out loses nothing and leaves the call open. A `recv` waits on a plain future
-with a deadline that the session's one timer keeps, never a task or a timer
-of its own (see docs/internals/stream-tasks.md).
+bytes only. Reading runs in a task of the session's own, which puts what it
+reads in an `asyncio.Queue`: a `recv` that times out, or is cancelled from
+outside, takes nothing from it, so loses nothing and leaves the call open
+(see docs/internals/stream-tasks.md).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import collections
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, Protocol, TypeAlias, TypeVar, cast
 
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.codec._schema import CLASSES
@@ -141,9 +141,18 @@ class Call(Protocol):
         """
 
 
+# `asyncio.timeout` (Python 3.11+): a deadline on the task itself, no task of its own.
+_timeout: Any = getattr(asyncio, "timeout", None)
+# Whether a task counts its cancellations and can take one back (Python
+# 3.11+): how a wait that the session's timer cancelled tells it is a timeout.
+_UNCANCELS: Final = hasattr(asyncio.Task, "uncancel")
+# The message of the session timer's cancellations (what tells them on 3.10).
+_EXPIRY: Final = "the recv's timeout has passed"
 # How early a loop timer may run: asyncio runs one that is due within the
 # clock's resolution (the loop's clock is `time.monotonic`).
 _CLOCK_RESOLUTION: Final = time.get_clock_info("monotonic").resolution
+# The deadline of a wait the session's timer has ended.
+_EXPIRED: Final = -1.0
 
 
 class _End:
@@ -155,16 +164,21 @@ class _End:
         self.error = error
 
 
+# What the inbox holds once the peer's messages have ended and nothing else is
+# left in it, so that a `recv` waiting on the queue wakes to see the end.
+_ENDED: Final = _End(None)
+
+
 class _Session(Generic[S, R]):
     """What both ends share: sending, and reading in a task of the session's own."""
 
     _outbound_name: str
     _inbound_name: str
-    # What the session counts on; a server gives its own.
-    _metrics: StreamMetrics = NO_METRICS
     # Whether the message the reader holds is a registration still to be
-    # decoded (the control plane's end; see `ControlSession._registration_due`).
+    # decoded (the control plane's end; see `ControlSession.registration_due`).
     _arriving = False
+    # Messages over this many bytes are looked at before decoding (`_not_decoded`).
+    _screened_above = _DECODE_OFF_LOOP_ABOVE
 
     def __init__(
         self,
@@ -174,6 +188,9 @@ class _Session(Generic[S, R]):
         on_bad_message: BadMessagePolicy = "skip",
         max_message_size: int = DEFAULT_MAX_SIZE,
         max_items: int = DEFAULT_MAX_ITEMS,
+        peer_bytes: PeerBytes | None = None,
+        metrics: StreamMetrics = NO_METRICS,
+        send_timeout: float | None = None,
     ) -> None:
         if on_bad_message not in ("skip", "end"):
             raise ValueError(f"Expected 'skip' or 'end', got {on_bad_message!r}")
@@ -184,24 +201,27 @@ class _Session(Generic[S, R]):
         self._on_bad_message = on_bad_message
         self._max_size = max_message_size
         self._max_items = max_items
-        # What the reader has read and `recv` not yet taken; the end stays last.
-        self._inbox: collections.deque[R | _End] = collections.deque()
+        # What the reader has read and `recv` not yet taken: values, then
+        # `_ENDED` once the end is all there is. A full queue holds the
+        # reader back (and HTTP/2 flow control the peer).
+        self._inbox: asyncio.Queue[R | _End] = asyncio.Queue(_READ_AHEAD)
         # The bytes each value of the inbox counts against its peer's budget,
         # and those of the last value `recv` gave, until the next `recv`.
         self._sizes: collections.deque[int] = collections.deque()
         self._handed = 0
-        # The peer's budget of bytes held; a server gives the one its peer's calls share.
-        self._bytes = PeerBytes(peer, DEFAULT_PEER_BYTES)
-        # The `recv` calls waiting for the inbox, first come first woken.
-        self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
-        # The deadlines of the waiting `recv` calls that have one (loop time),
-        # and the session's one loop timer for them (see `_arm`).
-        self._deadlines: dict[asyncio.Future[None], float] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        # The reader's wait for room in a full inbox.
-        self._room: asyncio.Future[None] | None = None
+        # The peer's budget of bytes held: the one its calls share on a
+        # server, else the session's own.
+        self._bytes = peer_bytes if peer_bytes is not None else PeerBytes(peer, DEFAULT_PEER_BYTES)
+        # What the session counts on; a server gives its own.
+        self._metrics = metrics
+        # How the peer's messages ended, once they have (after what the inbox holds).
         self._end: _End | None = None
         self._reader: asyncio.Task[None] | None = None
+        # The tasks waiting in `recv` with a deadline (loop time; `_EXPIRED`
+        # once the timer has ended the wait), and the session's one loop
+        # timer for the nearest (see `_wait_by`).
+        self._deadlines: dict[asyncio.Task[Any], float] = {}
+        self._timer: asyncio.TimerHandle | None = None
         self._send_lock = asyncio.Lock()
         # Whether a message is being written (or was left partly written).
         self._partly_sent = False
@@ -209,15 +229,17 @@ class _Session(Generic[S, R]):
         self._cut = False
         # The `asyncio.Timeout` of the send being written, if it has one.
         self._writing: Any = None
-        self.send_timeout: float | None = None
-        self._warned = FirstLines()
-        self._bad_log = Throttle()
+        self.send_timeout = send_timeout
+        # The bounds of the session's log lines, made at the first line each
+        # bounds: most sessions log none, and hold none.
+        self._warned: FirstLines | None = None
+        self._bad_log: Throttle | None = None
         #: Bad messages skipped so far.
         self.bad_messages = 0
         #: Values received so far.
         self.received = 0
-        # The wait of `answered`, while there is one.
-        self._answer: asyncio.Future[None] | None = None
+        # What `answered` waits on, once something has waited.
+        self._answer: asyncio.Event | None = None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self}>"
@@ -271,13 +293,13 @@ class _Session(Generic[S, R]):
             async with self._send_lock:
                 await self._write(data)
         else:
-            timer = getattr(asyncio, "timeout", None)  # Python 3.11+: no task of its own
             started = time.monotonic()
             try:
-                if timer is None:
+                if _timeout is None:
                     await asyncio.wait_for(self._locked_write(data, None), timeout)
                 else:
-                    async with timer(timeout) as deadline:
+                    # Kept, so that an end of the call can shorten it (`sends_held`).
+                    async with _timeout(timeout) as deadline:
                         await self._locked_write(data, deadline)
             except asyncio.TimeoutError:
                 if self._partly_sent and not self._cut:
@@ -333,10 +355,48 @@ class _Session(Generic[S, R]):
     async def _write(self, data: bytes) -> None:
         await self._call.write(data)
 
+    @contextlib.asynccontextmanager
+    async def sends_held(self, within: float) -> AsyncIterator[None]:
+        """Hold sends back for the block, once the one being written has been written.
+
+        The send being written, if it has a timeout, gets at most `within`
+        seconds more; a send that begins in the block waits for its end.
+        What ends a call (the control plane's server) cancels the task of
+        its sends in such a block, so that a message being sent arrives whole.
+        """
+        self._hurry_send(within)
+        async with self._send_lock:
+            yield
+
     def start_reading(self) -> None:
         """Start the session's reader, if it has not started yet."""
         if self._reader is None:
             self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    async def stop_reading(self) -> None:
+        """Stop the reader, and let go of what it holds; `recv` then gives the end.
+
+        The bytes of the values not taken leave the peer's budget. A call's
+        owner calls it once the call is over (the server once `handle` is
+        done; on the agent, `leave`); stopping twice does nothing more.
+        """
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        reader = self._reader
+        if reader is not None and not reader.done():
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+        # What was read and not taken is dropped: `recv` gives the end at once.
+        inbox = self._inbox
+        while not inbox.empty():
+            inbox.get_nowait()
+        self._ended_with(_End(None))
+        # Nothing of the call is held any more: its bytes leave the peer's count.
+        self._bytes.give_back(self._handed + sum(self._sizes))
+        self._handed = 0
+        self._sizes.clear()
 
     async def answered(self) -> None:
         """Return once the peer has sent a value this end reads, or has ended its side.
@@ -344,12 +404,11 @@ class _Session(Generic[S, R]):
         What arrives counts whoever reads it; the session's reader must run
         (`start_reading`, or a `recv`).
         """
-        if self.received or self._inbox or self._end is not None:
+        if self.received or not self._inbox.empty() or self._end is not None:
             return
         if self._answer is None:
-            self._answer = asyncio.get_running_loop().create_future()
-        # Shielded: a waiter cancelled (a timeout) leaves the next one its wait.
-        await asyncio.shield(self._answer)
+            self._answer = asyncio.Event()
+        await self._answer.wait()
 
     async def recv(self, timeout: float | None = None) -> R | None:
         """The next value from the peer, or None once the peer has ended its side.
@@ -373,110 +432,121 @@ class _Session(Generic[S, R]):
             # The value given last is the reader's now, no longer the session's.
             self._bytes.give_back(self._handed)
             self._handed = 0
-        if self._end is None:
-            if not self._inbox:
+        inbox = self._inbox
+        if inbox.empty():
+            if self._end is not None:
+                self._raise_end()
+                return None
+            if self._reader is None:
                 self.start_reading()
-                await self._arrival(timeout)
-            item = self._inbox[0]
-            if not isinstance(item, _End):
-                self._inbox.popleft()
-                self._handed = self._sizes.popleft()
-                room = self._room
-                if room is not None and not room.done():
-                    room.set_result(None)
-                return item
-            # Left in the inbox, and the next task waiting in `recv` woken to see it.
-            self._end = item
-            self._wake()
-        if self._end.error is not None:
-            raise self._end.error
-        return None
+            # Nothing is taken from the queue before the wait is over: a
+            # timeout or a cancellation loses nothing.
+            if timeout is None:
+                item = await inbox.get()
+            else:
+                task = self._wait_by(timeout)
+                try:
+                    item = await inbox.get()
+                except asyncio.CancelledError as exc:
+                    self._raise_if_expired(task, exc)
+                    raise  # cancelled from outside
+                finally:
+                    del self._deadlines[task]
+        else:
+            item = inbox.get_nowait()
+        if item.__class__ is _End:
+            inbox.put_nowait(item)  # left for the next `recv` waiting, and every later one
+            self._raise_end()
+            return None
+        self._handed = self._sizes.popleft()
+        if self._end is not None and inbox.empty():
+            inbox.put_nowait(_ENDED)  # the end is all that is left
+        return cast("R", item)
 
-    async def _arrival(self, timeout: float | None) -> None:
-        """Wait until the inbox holds something (a value or the end), at most `timeout` s."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[None] = loop.create_future()
-        self._getters.append(waiter)
-        # A deadline, not `wait_for`: no task per `recv`; and nothing is taken
-        # from the inbox before the wait is over, so a timeout loses nothing.
-        deadline = None if timeout is None else loop.time() + timeout
-        if deadline is not None:
-            self._deadlines[waiter] = deadline
-            self._arm(loop, deadline)
-        try:
-            while not self._inbox:
-                await waiter
-                if not self._inbox:  # woken, but another `recv` took it first
-                    self._deadlines.pop(waiter, None)
-                    waiter = loop.create_future()
-                    self._getters.appendleft(waiter)
-                    if deadline is not None:
-                        self._deadlines[waiter] = deadline
-        except BaseException:
-            with contextlib.suppress(ValueError):
-                self._getters.remove(waiter)
-            if self._inbox:  # woken, then cancelled or timed out: the next one takes it
-                self._wake()
-            raise
-        finally:
-            self._deadlines.pop(waiter, None)
+    def _wait_by(self, timeout: float) -> asyncio.Task[Any]:
+        """Give the current task's wait a deadline `timeout` seconds away; the task.
 
-    def _arm(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
-        """Make the session's timer run by `deadline`.
-
-        One timer serves every `recv` of the session: a `recv` that ends in
-        time leaves it armed, and when it runs it expires the waits that are
-        due and arms itself for the next deadline, if any. A stream of
-        messages each received well within its timeout thus costs no timer
-        each (a loop timer is a heap push and a cancelled entry).
+        What `asyncio.timeout` does (the task cancelled at the deadline, and
+        that cancellation taken back as a timeout: `_raise_if_expired`), with
+        one loop timer for every wait of the session rather than one each: a
+        `recv` answered in time leaves the timer armed, and when it runs it
+        ends the waits that are due and arms itself for the next one. A
+        message received within its timeout thus costs no timer (a loop
+        timer is a heap push, and a cancelled one stays in the heap):
+        measured, `asyncio.timeout` around each wait costs 4 µs per message,
+        an eighth of a heartbeat.
         """
+        loop = asyncio.get_running_loop()
+        task = cast("asyncio.Task[Any]", asyncio.current_task(loop))
+        deadline = loop.time() + timeout
+        self._deadlines[task] = deadline
         timer = self._timer
         if timer is None or timer.when() > deadline:
             if timer is not None:
                 timer.cancel()
             self._timer = loop.call_at(deadline, self._expire_due)
+        return task
+
+    def _raise_if_expired(self, task: asyncio.Task[Any], error: asyncio.CancelledError) -> None:
+        """`task`'s wait was cancelled (`error`): a timeout if the timer did it, and nothing else.
+
+        On Python 3.11+ the task's count of cancellations tells; on 3.10,
+        which has none, the message of the last cancellation does (so an
+        outside cancellation in the same loop turn as the timer's, before
+        it, is taken for the timeout).
+        """
+        if self._deadlines[task] != _EXPIRED:
+            return
+        if not _UNCANCELS:
+            if error.args[:1] == (_EXPIRY,):
+                raise asyncio.TimeoutError from None
+        elif task.uncancel() == 0:  # type: ignore[attr-defined]
+            raise asyncio.TimeoutError from None
 
     def _expire_due(self) -> None:
-        """The session's timer: the waits past their deadline are over, with nothing for them."""
+        """The session's timer: cancel the waits past their deadline, each to time out."""
         self._timer = None
-        if not self._deadlines:
-            return
         loop = asyncio.get_running_loop()
         due = loop.time() + _CLOCK_RESOLUTION
-        later = [deadline for deadline in self._deadlines.values() if deadline > due]
-        for waiter, deadline in list(self._deadlines.items()):
-            if deadline <= due and not waiter.done():
-                waiter.set_exception(asyncio.TimeoutError())
-        if later:
-            self._arm(loop, min(later))
+        later: float | None = None
+        deadlines = self._deadlines
+        for task, deadline in deadlines.items():
+            if deadline == _EXPIRED:
+                continue
+            if deadline <= due:
+                deadlines[task] = _EXPIRED  # a value changed: the dict's size is not
+                task.cancel(_EXPIRY)
+            elif later is None or deadline < later:
+                later = deadline
+        if later is not None:
+            self._timer = loop.call_at(later, self._expire_due)
 
-    def _wake(self) -> None:
-        """Wake the first `recv` still waiting, and `answered`: the inbox holds something."""
-        if self._answer is not None:
-            if not self._answer.done():
-                self._answer.set_result(None)
-            self._answer = None
-        getters = self._getters
-        while getters:
-            waiter = getters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-                return
+    def _raise_end(self) -> None:
+        """Raise the error the peer's messages ended with, if they ended with one."""
+        assert self._end is not None
+        if self._end.error is not None:
+            raise self._end.error
 
-    async def _deliver(self, item: R | _End, size: int = 0) -> None:
-        """Put `item` (`size` bytes counted) in the inbox, once there is room; the end fits."""
-        if not isinstance(item, _End):
-            while len(self._inbox) >= _READ_AHEAD:
-                self._room = asyncio.get_running_loop().create_future()
-                await self._room
-            self._sizes.append(size)
-        self._inbox.append(item)
-        self._wake()
+    def _ended_with(self, end: _End) -> None:
+        """The peer's messages end, after what the inbox holds (the first end counts)."""
+        if self._end is not None:
+            return
+        self._end = end
+        if self._inbox.empty():
+            self._inbox.put_nowait(_ENDED)
+        self._heard()
+
+    def _heard(self) -> None:
+        """Something arrived, or the end: `answered` is over."""
+        answer = self._answer
+        if answer is not None:
+            answer.set()
 
     def _decode_here(self, data: bytes) -> object:
         """Decode `data` on the loop (small enough), after the refusals that come first."""
-        self._check_decodable(data)
-        return self._decode_only(data)
+        if len(data) > self._screened_above:
+            self._check_decodable(data)
+        return self._inbound.decode(data, max_size=self._max_size, max_items=self._max_items)
 
     def _check_decodable(self, data: bytes) -> None:
         refusal = self._not_decoded(data)  # on the loop: it may end the call
@@ -510,11 +580,6 @@ class _Session(Generic[S, R]):
         """Why `data` is refused without decoding it (a bad message), or None."""
         return None
 
-    def _counted(self, data: bytes) -> bool:
-        """Note `data`'s arrival, and count it against the peer's bytes if it fits now."""
-        self._arrived(data)
-        return self._bytes.take(len(data))
-
     async def _wait_for_room(self, size: int) -> None:
         """Wait until the peer's bytes have room for `size` more; a peer over both budgets ends."""
         if not self._bytes.may_wait(size):
@@ -529,12 +594,6 @@ class _Session(Generic[S, R]):
     def _over_budget(self, error: StreamError) -> None:
         """What else to do when a message finds its peer over both budgets of bytes."""
 
-    def _done_with(self, held: int) -> None:
-        """The reader is done with a message; `held` of its bytes, not delivered, are not held."""
-        self._bytes.give_back(held)
-        if self._arriving:
-            self._arrival_over()
-
     def _arrived(self, data: bytes) -> None:
         """A message's bytes are read: what to note before it waits for its decoding."""
 
@@ -544,9 +603,11 @@ class _Session(Generic[S, R]):
 
     async def _read(self) -> None:
         error: BaseException | None = None
+        # What each message uses, looked up once.
+        inbox, peer_bytes, call = self._inbox, self._bytes, self._call
         try:
             while True:
-                data = await self._call.read()
+                data = await call.read()
                 if data is None:
                     logger.info("%s ended its side of the stream", self)
                     await self._inbound_ended()
@@ -554,37 +615,34 @@ class _Session(Generic[S, R]):
                 # Counted against the peer's bytes before it is decoded: a peer
                 # whose messages fill its budget waits (and flow control makes it).
                 size = held = len(data)
-                if not self._counted(data):
+                self._arrived(data)
+                if not peer_bytes.take(size):
                     await self._wait_for_room(size)
                 try:
                     try:
                         # Small messages (all but a few) without a coroutine of their own.
                         value = (
                             self._decode_here(data)
-                            if len(data) <= _DECODE_OFF_LOOP_ABOVE
+                            if size <= _DECODE_OFF_LOOP_ABOVE
                             else await self._decode_off_loop(data)
                         )
                     except DecodeError as exc:
-                        self._metrics.refused(refusal_of(exc))
-                        if self._on_bad_message == "end":
-                            await self._bad_message_ends(exc)
-                            raise
-                        self.bad_messages += 1
-                        self._log_bad_message(exc)
-                        await self._bad_message_skipped(data, exc)
+                        await self._bad_message(data, exc)
                         continue
                     accepted = self._received(value)
                     if accepted is None:
                         continue
-                    if len(self._inbox) < _READ_AHEAD:  # room: no coroutine of its own
-                        self._inbox.append(accepted)
-                        self._sizes.append(size)
-                        self._wake()
-                    else:
-                        await self._deliver(accepted, size)
+                    # Its size first: `recv` takes both once the value is in.
+                    self._sizes.append(size)
                     held = 0
+                    if inbox.qsize() < _READ_AHEAD:  # room: no coroutine of its own
+                        inbox.put_nowait(accepted)
+                    else:
+                        await inbox.put(accepted)
                 finally:
-                    self._done_with(held)
+                    peer_bytes.give_back(held)  # what was not handed over is not held
+                    if self._arriving:
+                        self._arrival_over()
         except asyncio.CancelledError:
             self._log_held_back()
             raise
@@ -595,7 +653,17 @@ class _Session(Generic[S, R]):
             error = exc
             logger.warning("stream with %s failed: %s: %s", self, type(exc).__name__, exc)
         self._log_held_back()
-        await self._deliver(_End(error))
+        self._ended_with(_End(error))
+
+    async def _bad_message(self, data: bytes, error: DecodeError) -> None:
+        """Skip the message `data` that did not decode; under the policy "end", raise `error`."""
+        self._metrics.refused(refusal_of(error))
+        if self._on_bad_message == "end":
+            await self._bad_message_ends(error)
+            raise error
+        self.bad_messages += 1
+        self._log_bad_message(error)
+        await self._bad_message_skipped(data, error)
 
     def _received(self, value: object) -> R | None:
         """The value to hand over for a decoded `value` (None: nothing)."""
@@ -609,23 +677,28 @@ class _Session(Generic[S, R]):
     def _log_bad_message(self, error: DecodeError) -> None:
         # One line, the error's own text, never a traceback; and a flood of
         # bad messages is a line per interval with a count, not a line each.
+        if self._bad_log is None:
+            self._bad_log = Throttle()
         allowed, held = self._bad_log.allow()
         if allowed:
             more = f" ({held} more since the last line)" if held else ""
             logger.warning("skipped a bad message from %s%s: %s", self, more, error)
 
     def _log_held_back(self) -> None:
-        if self._bad_log.held:
+        bad_log = self._bad_log
+        if bad_log is not None and bad_log.held:
             logger.warning(
                 "skipped %d more bad messages from %s (%d in all)",
-                self._bad_log.held,
+                bad_log.held,
                 self,
                 self.bad_messages,
             )
-            self._bad_log.held = 0
+            bad_log.held = 0
 
     def _skipped(self, skipped: UnknownMember) -> None:
         # A newer peer may send its new kind of message often: say so once.
+        if self._warned is None:
+            self._warned = FirstLines()
         level = logging.WARNING if self._warned.first(skipped.reason) else logging.DEBUG
         logger.log(level, "skipped a %s from %s: %s", skipped.envelope, self, skipped.reason)
 
@@ -634,6 +707,8 @@ class _Session(Generic[S, R]):
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("received %s from %s", type(value).__name__, self)
         self.received += 1
+        if self._answer is not None:
+            self._heard()
         return value
 
     async def _inbound_ended(self) -> None:
@@ -645,21 +720,6 @@ class _Session(Generic[S, R]):
     async def _bad_message_ends(self, error: DecodeError) -> None:
         """End the call for a bad message (policy "end")."""
         logger.warning("ending the stream with %s for a bad message: %s", self, error)
-
-    async def _stop_reading(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self._reader is not None and not self._reader.done():
-            self._reader.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reader
-        if self._end is None:
-            self._end = _End(None)
-        # Nothing of the call is held any more: its bytes leave the peer's count.
-        self._bytes.give_back(self._handed + sum(self._sizes))
-        self._handed = 0
-        self._sizes.clear()
 
 
 class AgentSession(_Session[FromAgent, FromControl]):
@@ -744,7 +804,7 @@ class AgentSession(_Session[FromAgent, FromControl]):
                 logger.info("%s did not end the call within %g s of leaving", self, grace)
             if dropped:
                 logger.info("dropped %d values %s sent after the agent left", dropped, self)
-        await self._stop_reading()
+        await self.stop_reading()
         if not self._client_call.done():
             self._client_call.cancel()
 
@@ -754,10 +814,9 @@ class AgentSession(_Session[FromAgent, FromControl]):
         # end: the session's end is put in the inbox, after what was read.
         if self._reader is not None:
             self._reader.cancel()
-        self._inbox.append(
+        self._ended_with(
             _End(PeerUnavailable(f"the control plane took no message for {waited:.3g} s"))
         )
-        self._wake()
         self._client_call.cancel()
 
     def _abandon(self) -> None:
@@ -849,6 +908,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
 
     _outbound_name = CONTROL_MESSAGE
     _inbound_name = AGENT_MESSAGE
+    _screened_above = UNREGISTERED_MESSAGE_MAX
 
     def __init__(
         self,
@@ -856,11 +916,16 @@ class ControlSession(_Session[FromControl, FromAgent]):
         peer: str,
         *,
         metadata: dict[str, str] | None = None,
+        certificate: PeerCertificate | None = None,
         check_node_id: Callable[[str], str | None] | None = None,
-        end: Callable[[StreamError], None] | None = None,
+        end: Callable[[ControlSession, StreamError], None] | None = None,
+        on_registered: Callable[[ControlSession], None] | None = None,
         on_bad_message: BadMessagePolicy = "skip",
         max_message_size: int = DEFAULT_MAX_SIZE,
         max_items: int = DEFAULT_MAX_ITEMS,
+        peer_bytes: PeerBytes | None = None,
+        metrics: StreamMetrics = NO_METRICS,
+        send_timeout: float | None = None,
     ) -> None:
         super().__init__(
             call,
@@ -868,17 +933,21 @@ class ControlSession(_Session[FromControl, FromAgent]):
             on_bad_message=on_bad_message,
             max_message_size=max_message_size,
             max_items=max_items,
+            peer_bytes=peer_bytes,
+            metrics=metrics,
+            send_timeout=send_timeout,
         )
         self.node_id: str | None = None
         self.metadata: dict[str, str] = dict(metadata or {})
-        self.certificate: PeerCertificate | None = None
+        self.certificate = certificate
         self._check_node_id = check_node_id
+        # What ends the call (the server's), and what it does once the first
+        # registration is accepted: each is given the session, and holds none.
         self._end_call = end
+        self._on_registered = on_registered
         self.registered = asyncio.Event()
-        # What the server does once the first registration is accepted.
-        self._on_registered: Callable[[ControlSession], None] | None = None
         # What the registration deadline does once the registration held is decoded.
-        self._late: Callable[[], None] | None = None
+        self._late: Callable[[ControlSession], None] | None = None
         self._started = StreamMetrics.now()
         # Whether the call has been refused (it is ending).
         self._refused = False
@@ -892,10 +961,23 @@ class ControlSession(_Session[FromControl, FromAgent]):
         logger.warning("refused %s: %s", self, error)
         self._metrics.refused(reason)
         self._refused = True
+        self.end(error)
+
+    def end(self, error: StreamError) -> None:
+        """End the call with `error`'s status, as if `handle` had raised it.
+
+        `handle` is cancelled, once the send being written, if any, has been
+        written (a send with a timeout gets a second more at most); the
+        first end wins over any later one and over how `handle` ends. The
+        server ends calls so (a refusal, the registration deadline, a stop);
+        a session made outside a server has no call to end.
+        """
         if self._end_call is not None:
-            self._end_call(error)
+            self._end_call(self, error)
 
     def _accept(self, value: FromAgent) -> FromAgent | None:
+        if self._check_node_id is None and not isinstance(value, Registration):
+            return super()._accept(value)  # only a registration binds, without node identity
         refusal = self._refusal(value)
         if refusal is not None:
             reason = "identity" if refusal.code is StatusCode.PERMISSION_DENIED else "protocol"
@@ -945,10 +1027,10 @@ class ControlSession(_Session[FromControl, FromAgent]):
         super()._arrival_over()
         late, self._late = self._late, None
         if late is not None:
-            late()
+            late(self)
 
-    def _registration_due(self, late: Callable[[], None]) -> None:
-        """The registration deadline has passed: call `late` now, or after the registration held.
+    def registration_due(self, late: Callable[[ControlSession], None]) -> None:
+        """The registration deadline has passed: `late(self)` now, or after the registration held.
 
         A registration whose bytes arrived in time keeps its deadline while it
         waits for its decoding (other peers' large messages may hold the
@@ -958,11 +1040,17 @@ class ControlSession(_Session[FromControl, FromAgent]):
         if self._arriving:
             self._late = late
         else:
-            late()
+            late(self)
 
-    async def _stop_reading(self) -> None:
+    async def stop_reading(self) -> None:
+        """Stop the reader, and let go of what it holds; `recv` then gives the end.
+
+        The bytes of the values not taken leave the peer's budget, and a
+        registration deadline waiting for a registration's decoding is
+        dropped. The server calls it once `handle` is done.
+        """
         self._late = None
-        await super()._stop_reading()
+        await super().stop_reading()
 
     def _not_decoded(self, data: bytes) -> DecodeError | None:
         unregistered = self.node_id is None and len(data) > UNREGISTERED_MESSAGE_MAX
@@ -980,8 +1068,7 @@ class ControlSession(_Session[FromControl, FromAgent]):
 
     async def _bad_message_ends(self, error: DecodeError) -> None:
         await super()._bad_message_ends(error)
-        if self._end_call is not None:
-            self._end_call(StreamError(str(error), code="INVALID_ARGUMENT"))
+        self.end(StreamError(str(error), code="INVALID_ARGUMENT"))
 
     async def _bad_message_skipped(self, data: bytes, error: DecodeError) -> None:
         # Before the registration, a message that cannot be read ends the call
@@ -993,14 +1080,13 @@ class ControlSession(_Session[FromControl, FromAgent]):
         details = f"{UNREADABLE_BEFORE_REGISTRATION}: {error}"
         logger.warning("refused %s: %s", self, details)
         self._refused = True
-        self._end_call(StreamError(details, code="INVALID_ARGUMENT"))
+        self.end(StreamError(details, code="INVALID_ARGUMENT"))
 
     def _send_timed_out(self, waited: float) -> None:
         super()._send_timed_out(waited)
-        if self._end_call is not None:
-            self._end_call(
-                StreamError(
-                    f"the agent took no message for {waited:.3g} s: a send timed out",
-                    code="DEADLINE_EXCEEDED",
-                )
+        self.end(
+            StreamError(
+                f"the agent took no message for {waited:.3g} s: a send timed out",
+                code="DEADLINE_EXCEEDED",
             )
+        )

@@ -113,10 +113,14 @@ def test_the_stream_beside_a_service_of_its_own_with_its_interceptor() -> None:
                 assert CONNECT_ROUTE in seen.methods
                 assert ECHO in seen.methods
                 assert service.calls == 1
+                idle = asyncio.ensure_future(service.wait_idle())
+                await asyncio.sleep(0)
+                assert not idle.done()  # a call is open
                 # A graceful stop of the stream: NOT_SERVING, the open call
                 # ended with "stopping", and the stop returns once it has.
                 await asyncio.wait_for(service.stop(grace=WAIT), WAIT)
                 assert service.calls == 0
+                await asyncio.wait_for(idle, WAIT)
                 with pytest.raises(PeerUnavailable) as ended:
                     await agent.recv(timeout=WAIT)
                 assert ended.value.details == STOPPING

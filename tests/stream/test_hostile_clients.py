@@ -366,11 +366,10 @@ class Acking(ControlPlane):
 
 async def _drained(server: Server) -> None:
     """Wait until no call of `server` is open (each one's end has run)."""
-    for _ in range(2000):
-        if server.service.calls == 0:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{server.service.calls} calls still open")
+    try:
+        await asyncio.wait_for(server.service.wait_idle(), 20)
+    except asyncio.TimeoutError:
+        raise AssertionError(f"{server.service.calls} calls still open") from None
 
 
 @contextlib.asynccontextmanager
@@ -534,7 +533,7 @@ def test_a_peer_s_messages_held_are_bounded_in_bytes_whatever_its_calls_and_hand
             async for _ in session:
                 self.holding += 1
                 # What the peer's calls hold now: read ahead, and the values of `handle`.
-                ahead = sum(len(s._inbox) for s in self.sessions)
+                ahead = sum(s._inbox.qsize() for s in self.sessions)
                 held.append((ahead + self.holding) * size)
                 await asyncio.sleep(0.2)  # a database write, say
                 await session.send(Ack(registration.node.id))

@@ -1,4 +1,4 @@
-"""`recv(timeout=...)`: one loop timer per session serves every wait, whatever their deadlines."""
+"""`recv(timeout=...)`: one loop timer per session serves every wait, and no wait loses a value."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_a_short_timeout_after_a_long_one_still_expires() -> None:
         # The timeout lost nothing: what comes next is received.
         call.put(Heartbeat("n1"))
         assert await session.recv(timeout=LONG) == Heartbeat("n1")
-        await session._stop_reading()
+        await session.stop_reading()
 
     run(main)
 
@@ -62,7 +62,7 @@ def test_waits_with_different_deadlines_each_end_at_their_own() -> None:
         assert not patient.done()
         call.put(sample_registration())
         assert isinstance(await patient, Registration)
-        await session._stop_reading()
+        await session.stop_reading()
 
     run(main)
 
@@ -79,6 +79,55 @@ def test_the_timer_runs_again_for_a_later_deadline() -> None:
             await first
         with pytest.raises(asyncio.TimeoutError):
             await second
-        await session._stop_reading()
+        await session.stop_reading()
+
+    run(main)
+
+
+def test_a_wait_with_a_deadline_cancelled_from_outside_is_cancelled_and_loses_nothing() -> None:
+    async def main() -> None:
+        call = MemoryCall()
+        session = ControlSession(call, "memory")
+        waiting = asyncio.ensure_future(session.recv(timeout=LONG))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        call.put(sample_registration())
+        assert isinstance(await session.recv(timeout=LONG), Registration)
+        await session.stop_reading()
+
+    run(main)
+
+
+def test_a_value_that_arrives_as_the_deadline_passes_is_received_or_kept() -> None:
+    async def main() -> None:
+        call = MemoryCall()
+        session = ControlSession(call, "memory")
+        session.start_reading()
+        for _ in range(20):
+            waiting = asyncio.ensure_future(session.recv(timeout=0))
+            call.put(Heartbeat("n1"))
+            try:
+                assert await waiting == Heartbeat("n1")
+            except asyncio.TimeoutError:
+                # Timed out first: the value waits for the next `recv`.
+                assert await session.recv(timeout=LONG) == Heartbeat("n1")
+        await session.stop_reading()
+
+    run(main)
+
+
+def test_after_stop_reading_recv_gives_the_end_and_drops_what_was_not_taken() -> None:
+    async def main() -> None:
+        call = MemoryCall()
+        session = ControlSession(call, "memory")
+        call.put(sample_registration())
+        call.put(Heartbeat("n1"))
+        assert isinstance(await session.recv(timeout=LONG), Registration)
+        await asyncio.sleep(0)  # the reader has read the heartbeat ahead
+        await session.stop_reading()
+        assert await session.recv(timeout=LONG) is None
+        assert await session.recv() is None
 
     run(main)
