@@ -335,11 +335,15 @@ def _str_map(container: Any, entry: Any = None) -> FrozenMap:
     """
     if not container:
         return _NO_MAP
-    # Its entries' bytes (a repeated scalar field: no `add`, an `append`).
-    as_bytes = entry is not None and not hasattr(container, "add") and hasattr(container, "append")
+    as_bytes: bool | None = False
+    if entry is not None:
+        # Known by the container's class: a `hasattr` that fails costs an exception.
+        as_bytes = _AS_BYTES.get(type(container))
+        if as_bytes is None:
+            as_bytes = _AS_BYTES[type(container)] = _holds_bytes(container)
     if as_bytes:
         key: tuple[object, ...] = tuple(container[:])
-        shared = _MAPS.get(key)
+        shared = _MAPS_get(key)
         if shared is not None:
             return shared  # type: ignore[return-value]
     # Loops, not comprehensions: a comprehension is a function call of its own.
@@ -362,11 +366,20 @@ def _str_map(container: Any, entry: Any = None) -> FrozenMap:
         for name in container:
             items[name] = container[name]
         key = (*items, *items.values())
-    shared = _MAPS.get(key)
+    shared = _MAPS_get(key)
     if shared is None:
         shared = FrozenMap._owning(items)
         _MAPS.add(key, shared)
     return shared  # type: ignore[return-value]
+
+
+def _holds_bytes(container: object) -> bool:
+    """Whether a container of upb's holds a map's entries as bytes: a repeated scalar field."""
+    return not hasattr(container, "add") and hasattr(container, "append")
+
+
+# By upb's container class: whether it holds a map's entries as their bytes.
+_AS_BYTES: dict[type, bool] = {}
 
 
 def _tuple(value: _Tuple) -> _Tuple:
@@ -424,6 +437,7 @@ class _Interned(dict[tuple[object, ...], object]):
 # decode of the process (upb's structure functions).
 _MAPS = _Interned()
 _TUPLES = _Interned()
+_MAPS_get = _MAPS.get
 
 
 class _Namespace:
