@@ -530,7 +530,9 @@ class Messages(FieldRule):
     """A repeated sub-message: a tuple of the pair's domain values.
 
     `context` names keyword arguments passed to each item's structure function
-    from fields of this message (the node id an adopted shard belongs to).
+    from fields of this message (the node id an adopted shard belongs to),
+    read once: positionally to the function compiled for the item's model,
+    by keyword to a hook that stands for it.
     """
 
     rule_kind: ClassVar[RuleKind] = "messages"
