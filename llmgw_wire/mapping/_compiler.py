@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import inspect
+import itertools
 import re
 import threading
 import types
@@ -35,7 +36,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 import attrs
 
 from llmgw_wire.domain import FrozenMap, State
-from llmgw_wire.domain._reconciler import leader_endpoint
 from llmgw_wire.mapping import _rules as rules
 from llmgw_wire.mapping._runtime import exec_generated
 from llmgw_wire.mapping._table import PAIRS, STATES_BY_NUMBER, Pair
@@ -335,11 +335,15 @@ def _str_map(container: Any, entry: Any = None) -> FrozenMap:
     """
     if not container:
         return _NO_MAP
-    # Its entries' bytes (a repeated scalar field: no `add`, an `append`).
-    as_bytes = entry is not None and not hasattr(container, "add") and hasattr(container, "append")
+    as_bytes: bool | None = False
+    if entry is not None:
+        # Known by the container's class: a `hasattr` that fails costs an exception.
+        as_bytes = _AS_BYTES.get(type(container))
+        if as_bytes is None:
+            as_bytes = _AS_BYTES[type(container)] = _holds_bytes(container)
     if as_bytes:
         key: tuple[object, ...] = tuple(container[:])
-        shared = _MAPS.get(key)
+        shared = _MAPS_get(key)
         if shared is not None:
             return shared  # type: ignore[return-value]
     # Loops, not comprehensions: a comprehension is a function call of its own.
@@ -362,11 +366,20 @@ def _str_map(container: Any, entry: Any = None) -> FrozenMap:
         for name in container:
             items[name] = container[name]
         key = (*items, *items.values())
-    shared = _MAPS.get(key)
+    shared = _MAPS_get(key)
     if shared is None:
         shared = FrozenMap._owning(items)
         _MAPS.add(key, shared)
     return shared  # type: ignore[return-value]
+
+
+def _holds_bytes(container: object) -> bool:
+    """Whether a container of upb's holds a map's entries as bytes: a repeated scalar field."""
+    return not hasattr(container, "add") and hasattr(container, "append")
+
+
+# By upb's container class: whether it holds a map's entries as their bytes.
+_AS_BYTES: dict[type, bool] = {}
 
 
 def _tuple(value: _Tuple) -> _Tuple:
@@ -424,6 +437,7 @@ class _Interned(dict[tuple[object, ...], object]):
 # decode of the process (upb's structure functions).
 _MAPS = _Interned()
 _TUPLES = _Interned()
+_MAPS_get = _MAPS.get
 
 
 class _Namespace:
@@ -443,12 +457,16 @@ class _Namespace:
             "_epoch_millis": rules.epoch_millis,
             "_from_epoch_millis": rules.from_epoch_millis,
             "_leader_addr": rules.leader_addr,
-            "_leader_endpoint": leader_endpoint,
             "_str_map": _str_map,
             "_tuple": _tuple,
             "_TUPLES": _TUPLES,
+            # A table's lookup bound once: a global's load, not a method's per value.
+            "_TUPLES_get": _TUPLES.get,
             "_new": object.__new__,
+            "_repeat": itertools.repeat,
         }
+        #: The keyword parameters of each structure function compiled so far, in order.
+        self.structure_params: dict[type, tuple[str, ...]] = {}
         self._consts: dict[int, str] = {}
         self._setters: dict[tuple[type, str], str] = {}
         self._interned: dict[type, str] = {}
@@ -478,7 +496,10 @@ class _Namespace:
     def interned(self, domain: type) -> str:
         """The global table of the `domain` values built so far, by their wire fields."""
         if domain not in self._interned:
-            self._interned[domain] = self.named(f"_interned_{domain.__name__}", _Interned())
+            table = _Interned()
+            name = self.named(f"_interned_{domain.__name__}", table)
+            self.globals[f"{name}_get"] = table.get  # its lookup, bound once
+            self._interned[domain] = name
         return self._interned[domain]
 
     def _unused(self, name: str) -> str:
@@ -556,9 +577,22 @@ class StructureGen:
         self.backend = backend
         self.ns = ns
         self.params: list[str] = []
+        #: How many times the function's rules read each scalar field of `m`.
+        self.reads: dict[str, int] = {}
+        #: The fields read more than once: the local each is read into, first.
+        self.once: dict[str, str] = {}
 
     def structure_fn(self, domain: type) -> str:
         return f"s_{domain.__name__}"
+
+    def field(self, wire: str) -> str:
+        self.reads[wire] = self.reads.get(wire, 0) + 1
+        return self.once.get(wire) or f"{self.m}.{wire}"
+
+    def takes_positionally(self, domain: type, keywords: tuple[str, ...]) -> bool:
+        if domain in self.ns.hooks.structure:
+            return False
+        return self.ns.structure_params.get(domain) == keywords
 
     def rules(self, domain: type) -> tuple[rules.Rule, ...]:
         return self.ns.pairs[domain].rules
@@ -592,20 +626,39 @@ class StructureGen:
         return self.backend.str_map(self, wire)
 
     def function(self, domain: type) -> str:
+        """The source of `s_<Model>`, each field that its rules read more than once read once.
+
+        Written twice: the first time counts the reads (what a rule reads is
+        its own business), the second reads the fields read more than once
+        into locals, first thing, and has the rules use those.
+        """
+        self._function(domain)
+        self.once = {wire: f"_m_{wire}" for wire, n in self.reads.items() if n > 1}
+        self.params.clear()
+        head, body = self._function(domain)
+        self.ns.structure_params[domain] = tuple(self.params)
+        reads = "".join(f"    {local} = {self.m}.{wire}\n" for wire, local in self.once.items())
+        return head + reads + body
+
+    def _function(self, domain: type) -> tuple[str, str]:
         pair = self.ns.pairs[domain]
+        reads = dict(self.reads)
+        # Its parameters, and the arguments of a call if it cannot be built.
         exprs = [(rule.attr, rule.structure_expr(self)) for rule in pair.rules]
+        called, self.reads = self.reads, reads
         params = "".join(f", {p}=''" for p in self.params)
         cls = self.const(domain)
         head = f"def s_{domain.__name__}(m{params}):\n"
         built = self.interned(domain, "o", "    ") if self.backend.shares_values else None
         built = built or self.built(domain, "o", "    ")
         if built is not None:
-            return head + "".join(f"{line}\n" for line in built) + "    return o\n"
+            return head, "".join(f"{line}\n" for line in built) + "    return o\n"
+        self.reads = called
         if _positional(domain, [attr for attr, _ in exprs]):
             body = "".join(f"\n        {expr},  # {attr}" for attr, expr in exprs)
         else:
             body = "".join(f"\n        {attr}={expr}," for attr, expr in exprs)
-        return f"{head}    return {cls}({body}\n    )\n"
+        return head, f"    return {cls}({body}\n    )\n"
 
     def shared_tuple(self, rule: object, expr: str, local: str, indent: str) -> list[str]:
         """Statements that set `local` to the tuple `expr` gives, the one shared equal tuple.
@@ -620,7 +673,7 @@ class StructureGen:
         if not expr.startswith("tuple("):
             return []
         return [
-            f"{indent}{local} = _TUPLES.get(_t := {expr})",
+            f"{indent}{local} = _TUPLES_get(_t := {expr})",
             f"{indent}if {local} is None:",
             f"{indent}    {local} = _tuple(_t)",
         ]
@@ -637,16 +690,17 @@ class StructureGen:
         message (a GPU's health) is built inline, with no call of its own.
         """
         rules_ = self.ns.pairs[domain].rules
-        params = list(self.params)
+        params, reads = list(self.params), dict(self.reads)
         exprs = ready or [rule.structure_expr(self) for rule in rules_]
         # The function's own parameters are already declared (`function` read
         # its rules first); an embedded value that takes some of its own is
         # built by its own function.
         takes_own = self.params != params and var != "o"
         self.params[:] = params
-        if takes_own:
-            return None
-        if not (_positional(domain, [rule.attr for rule in rules_]) and _settable(domain)):
+        if takes_own or not (
+            _positional(domain, [rule.attr for rule in rules_]) and _settable(domain)
+        ):
+            self.reads = reads  # none of these reads is written
             return None
         lines = [f"{indent}{var} = _new({self.const(domain)})"]
         for rule, expr in zip(rules_, exprs, strict=True):
@@ -660,7 +714,7 @@ class StructureGen:
                 if inner is not None:
                     value = local
                     if rule.present_if:
-                        lines.append(f"{indent}if {self.m}.{rule.present_if}:")
+                        lines.append(f"{indent}if {self.field(rule.present_if)}:")
                         lines += [*inner, f"{indent}else:", f"{indent}    {local} = None"]
                     else:
                         lines += inner
@@ -697,6 +751,7 @@ class StructureGen:
             return None
         if any(owner is domain for owner, _ in SECRET_ATTRIBUTES):
             return None
+        counted = dict(self.reads)
         reads: list[str] = []
         if shares:
             fields = [f"{var}_{rule.attr}" for rule in rules_]
@@ -709,13 +764,14 @@ class StructureGen:
             fields = [rule.structure_expr(self) for rule in rules_]
             inner = self.built(domain, var, indent + "    ")
         if inner is None:
+            self.reads = counted  # none of these reads is written
             return None
         key = ", ".join(fields) + ("," if len(fields) == 1 else "")
         table = self.ns.interned(domain)
         return [
             *reads,
             f"{indent}{var}_key = ({key})",
-            f"{indent}{var} = {table}.get({var}_key)",
+            f"{indent}{var} = {table}_get({var}_key)",
             f"{indent}if {var} is None:",
             *inner,
             f"{indent}    {table}.add({var}_key, {var})",

@@ -220,6 +220,23 @@ class StructureWriter(Protocol):
         """The name of the function that structures a `domain` message."""
         ...
 
+    def field(self, wire: str) -> str:
+        """Source: the value of the scalar field `wire` of the message `m`.
+
+        The writer reads a field that several rules of one function ask for
+        once, into a local: a read of a wire message's field is a call into
+        its runtime, not a local's load.
+        """
+        ...
+
+    def takes_positionally(self, domain: type, keywords: tuple[str, ...]) -> bool:
+        """Whether the structure function of `domain` takes `keywords` positionally, in order.
+
+        So when it is the function compiled for `domain` and its parameters
+        after the message are exactly these (a hook takes them by keyword).
+        """
+        ...
+
     def optional_message(self, wire: str, fn: str) -> str:
         """Source: the sub-message `wire` structured by `fn`, or None when it is unset."""
         ...
@@ -389,7 +406,7 @@ class Scalar(FieldRule):
     kind: ScalarKind = "string"
 
     def structure_expr(self, g: StructureWriter) -> str:
-        return f"{g.m}.{self.wire}"
+        return g.field(self.wire)
 
     def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         var = g.local(f"{obj}.{self.attr}")
@@ -513,7 +530,9 @@ class Messages(FieldRule):
     """A repeated sub-message: a tuple of the pair's domain values.
 
     `context` names keyword arguments passed to each item's structure function
-    from fields of this message (the node id an adopted shard belongs to).
+    from fields of this message (the node id an adopted shard belongs to),
+    read once: positionally to the function compiled for the item's model,
+    by keyword to a hook that stands for it.
     """
 
     rule_kind: ClassVar[RuleKind] = "messages"
@@ -523,10 +542,17 @@ class Messages(FieldRule):
 
     def structure_expr(self, g: StructureWriter) -> str:
         fn = g.structure_fn(self.domain)
+        items = g.repeated(self.wire)
         if not self.context:
-            return f"tuple(map({fn}, {g.repeated(self.wire)}))"
-        kwargs = ", ".join(f"{k}={g.m}.{w}" for k, w in self.context)
-        return f"tuple([{fn}(_x, {kwargs}) for _x in {g.repeated(self.wire)}])"
+            return f"tuple(map({fn}, {items}))"
+        values = [g.field(wire) for _, wire in self.context]
+        if g.takes_positionally(self.domain, tuple(k for k, _ in self.context)):
+            # The context read once, and each item's call made by `map`, with
+            # no keyword to bind: what a hand-written loop does at best.
+            repeats = "".join(f", _repeat({value})" for value in values)
+            return f"tuple(map({fn}, {items}{repeats}))"
+        kwargs = ", ".join(f"{k}={v}" for (k, _), v in zip(self.context, values, strict=True))
+        return f"tuple([{fn}(_x, {kwargs}) for _x in {items}])"
 
     def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, g.messages(self.domain, f"{obj}.{self.attr}"))]
@@ -565,7 +591,7 @@ class Embedded(Rule):
 
     def structure_expr(self, g: StructureWriter) -> str:
         call = f"{g.structure_fn(self.domain)}({g.m})"
-        return f"({call} if {g.m}.{self.present_if} else None)" if self.present_if else call
+        return f"({call} if {g.field(self.present_if)} else None)" if self.present_if else call
 
     def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         inner = g.local(f"{obj}.{self.attr}")
@@ -616,7 +642,7 @@ class StateEnum(FieldRule):
     flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureWriter) -> str:
-        return f"_state_from_wire.get({g.m}.{self.wire}, _FAILED)"
+        return f"_state_from_wire.get({g.field(self.wire)}, _FAILED)"
 
     def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         var = g.local(f"_state_to_wire.get({obj}.{self.attr})")
@@ -641,7 +667,7 @@ class Millis(FieldRule):
     flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureWriter) -> str:
-        return f"_from_millis({g.m}.{self.wire})"
+        return f"_from_millis({g.field(self.wire)})"
 
     def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, f"_millis({obj}.{self.attr})")]
@@ -675,7 +701,7 @@ class EpochMillis(FieldRule):
     flat: ClassVar[bool] = True
 
     def structure_expr(self, g: StructureWriter) -> str:
-        return f"_from_epoch_millis({g.m}.{self.wire})"
+        return f"_from_epoch_millis({g.field(self.wire)})"
 
     def unstructure(self, g: UnstructureWriter, obj: str) -> list[tuple[str, str]]:
         return [(self.wire, f"_epoch_millis({obj}.{self.attr})")]
@@ -724,8 +750,13 @@ class LeaderEndpoint(FieldRule):
     port: str = "http_port"
 
     def structure_expr(self, g: StructureWriter) -> str:
-        m = g.m
-        return f"_leader_endpoint({m}.{self.wire}, {m}.{self.rank}, {m}.{self.port})"
+        # `leader_endpoint`'s rule written inline, with no call per shard (a
+        # test holds the two equal); each use of a field asked for, so that
+        # the writer reads the address once.
+        addr, rank, port = g.field(self.wire), g.field(self.rank), g.field(self.port)
+        return (
+            f'(f"http://{{{g.field(self.wire)}}}:{{{port}}}" if {rank} == 0 and {addr} else None)'
+        )
 
     def _siblings(self, rules: tuple[Rule, ...]) -> tuple[str, str]:
         return attr_for_wire(rules, self.rank), attr_for_wire(rules, self.port)
