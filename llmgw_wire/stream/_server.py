@@ -202,7 +202,7 @@ class AgentService:
 
     def _session(
         self,
-        context: grpc.aio.ServicerContext[Any, Any],
+        context: grpc.aio.ServicerContext[bytes, bytes],
         call: _ServerCall,
         end: Callable[[ControlSession, StreamError], None],
     ) -> tuple[ControlSession, str]:
@@ -237,7 +237,7 @@ class AgentService:
         return session, key
 
     async def _serve(
-        self, _requests: object, context: grpc.aio.ServicerContext[Any, Any]
+        self, _requests: object, context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> AsyncIterator[bytes]:
         """The call's handler: an async generator, though the session writes through `context`.
 
@@ -248,7 +248,7 @@ class AgentService:
         return
         yield  # pragma: no cover (what makes this a generator)
 
-    async def _call(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    async def _call(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
         # `handle` runs in this task, grpc's own for the call: no task of its
         # own. Something that ends the call cancels it here, between sends.
         # The session holds `serving.end`, and `serving` holds no session:
@@ -377,7 +377,7 @@ class _Handling:
 
     __slots__ = ("_cancelled", "_stopper", "_task", "ending", "running")
 
-    def __init__(self, task: asyncio.Task[Any] | None) -> None:
+    def __init__(self, task: asyncio.Task[object] | None) -> None:
         self._task = task
         self.running = False
         #: What ended the call, once something has: its status wins.
@@ -428,7 +428,7 @@ class _Handling:
                 self._task.cancel()
 
 
-def _set_status(context: grpc.aio.ServicerContext[Any, Any], error: StreamError | None) -> None:
+def _set_status(context: grpc.aio.ServicerContext[bytes, bytes], error: StreamError | None) -> None:
     if error is None:
         return
     context.set_code(grpc.StatusCode[error.code.name])
@@ -454,7 +454,7 @@ class _ServerCall:
     cancels that task when the agent cancels its call or its connection is lost.
     """
 
-    def __init__(self, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
         self._context = context
         try:
             self._task = asyncio.current_task()

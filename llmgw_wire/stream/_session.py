@@ -220,7 +220,7 @@ class _Session(Generic[S, R]):
         # The tasks waiting in `recv` with a deadline (loop time; `_EXPIRED`
         # once the timer has ended the wait), and the session's one loop
         # timer for the nearest (see `_wait_by`).
-        self._deadlines: dict[asyncio.Task[Any], float] = {}
+        self._deadlines: dict[asyncio.Task[object], float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._send_lock = asyncio.Lock()
         # Whether a message is being written (or was left partly written).
@@ -463,7 +463,7 @@ class _Session(Generic[S, R]):
             inbox.put_nowait(_ENDED)  # the end is all that is left
         return cast("R", item)
 
-    def _wait_by(self, timeout: float) -> asyncio.Task[Any]:
+    def _wait_by(self, timeout: float) -> asyncio.Task[object]:
         """Give the current task's wait a deadline `timeout` seconds away; the task.
 
         What `asyncio.timeout` does (the task cancelled at the deadline, and
@@ -477,7 +477,7 @@ class _Session(Generic[S, R]):
         an eighth of a heartbeat.
         """
         loop = asyncio.get_running_loop()
-        task = cast("asyncio.Task[Any]", asyncio.current_task(loop))
+        task = cast("asyncio.Task[object]", asyncio.current_task(loop))
         deadline = loop.time() + timeout
         self._deadlines[task] = deadline
         timer = self._timer
@@ -487,7 +487,7 @@ class _Session(Generic[S, R]):
             self._timer = loop.call_at(deadline, self._expire_due)
         return task
 
-    def _raise_if_expired(self, task: asyncio.Task[Any], error: asyncio.CancelledError) -> None:
+    def _raise_if_expired(self, task: asyncio.Task[object], error: asyncio.CancelledError) -> None:
         """`task`'s wait was cancelled (`error`): a timeout if the timer did it, and nothing else.
 
         On Python 3.11+ the task's count of cancellations tells; on 3.10,
