@@ -31,6 +31,7 @@ import threading
 import types
 import typing
 from collections.abc import Callable, Mapping
+from sys import getsizeof
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import attrs
@@ -388,49 +389,54 @@ def _tuple(value: _Tuple) -> _Tuple:
     return value
 
 
-#: The most values a table of shared values holds, and the most characters of
-#: text (and elements of tuples and maps) their keys hold (a peer chooses them:
-#: a fabric's texts can be megabytes). A table starts again when either is
-#: reached; a value of more is not shared.
+#: The most values a table of shared values holds, and the most bytes of
+#: memory their keys and values take (a peer chooses them: a fabric's texts
+#: can be megabytes, a tuple can hold a hundred thousand numbers). A table
+#: starts again when either is reached; a value of more is not shared.
 INTERNED_MAX = 4096
-INTERNED_CHARS = 1 << 20
+INTERNED_BYTES = 1 << 22
 
 
 def _held(parts: tuple[object, ...]) -> int:
-    """What a key holds: one per element (its own, its tuples'), the characters of its texts."""
-    held = len(parts)
+    """The bytes a key (or a value) takes: its tuple, and each of its objects once."""
+    held = 56 + 8 * len(parts)
     for part in parts:
-        if isinstance(part, (str, bytes)):
-            held += len(part)
+        if isinstance(part, (str, bytes, int, float)):
+            held += getsizeof(part)
         elif isinstance(part, tuple):
             held += _held(part)
         elif isinstance(part, FrozenMap):
-            held += len(part) + sum(len(k) + len(v) for k, v in part.items())
+            held += 104 * len(part) + sum(getsizeof(k) + getsizeof(v) for k, v in part.items())
     return held
 
 
 class _Interned(dict[tuple[object, ...], object]):
-    """A table of shared values by their wire fields, bounded in count and in text held."""
+    """A table of shared values by their wire fields, bounded in count and in bytes held."""
 
-    __slots__ = ("_lock", "chars")
+    __slots__ = ("_lock", "held")
 
     def __init__(self) -> None:
         super().__init__()
-        self.chars = 0
-        # Decodes in threads (large messages) add too: the count of text stays true.
+        self.held = 0
+        # Decodes in threads (large messages) add too: the count of bytes stays true.
         self._lock = threading.Lock()
 
     def add(self, key: tuple[object, ...], value: object) -> None:
         """Share `value` under `key` from now on (a lookup is the dict's own `get`)."""
-        chars = _held(key)
-        if chars > INTERNED_CHARS:
+        # The value's own objects besides the key's (a map's, read from its entries' bytes).
+        held = _held(key) if value is key else _held(key) + _held((value,))
+        if held > INTERNED_BYTES:
             return
         with self._lock:
-            if len(self) >= INTERNED_MAX or self.chars + chars > INTERNED_CHARS:
-                self.clear()
-                self.chars = 0
+            if len(self) >= INTERNED_MAX or self.held + held > INTERNED_BYTES:
+                self.reset()
             self[key] = value
-            self.chars += chars
+            self.held += held
+
+    def reset(self) -> None:
+        """Start again, empty."""
+        self.clear()
+        self.held = 0
 
 
 # The decoded maps and tuples of repeated scalars, shared when equal, in every

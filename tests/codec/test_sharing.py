@@ -9,6 +9,7 @@ encoded, and a map it had not seen is still parsed (and refused) strictly.
 from __future__ import annotations
 
 import gc
+from sys import getsizeof
 
 import attrs
 import pytest
@@ -16,11 +17,19 @@ import pytest
 from llmgw_wire import DecodeError, Registration, decode, encode, v1
 from llmgw_wire.codec._binary import compiled_upb
 from llmgw_wire.domain import GPU, Compute, GPUHealth, Node
-from llmgw_wire.mapping._compiler import INTERNED_CHARS, INTERNED_MAX
+from llmgw_wire.mapping._compiler import INTERNED_BYTES, INTERNED_MAX, _Interned
 from llmgw_wire.testing.sample import sample_registration
 from tests.support import ld
 
 REGISTER_LABELS = 4  # `Register.labels`, a map of strings
+
+
+@pytest.fixture(autouse=True)
+def _empty_tables() -> None:
+    """Each test starts with empty tables: what earlier tests left may fill one mid-test."""
+    for value in compiled_upb().structure[GPU].__globals__.values():
+        if isinstance(value, _Interned):
+            value.reset()
 
 
 def _tracked_own(value: Registration, other: Registration) -> list[object]:
@@ -101,16 +110,16 @@ def test_a_map_entry_with_an_unknown_field_keeps_its_key() -> None:
         assert decode(data, Node).labels == {"zone": "a"}
 
 
-def test_the_tables_bound_the_elements_and_text_they_hold() -> None:
+def test_the_tables_bound_the_bytes_they_hold() -> None:
     """A tuple's text counts: a peer's megabytes of distinct healths are not kept after them."""
     table = compiled_upb().structure[GPU].__globals__["_interned_GPUHealth"]
     for n in range(4):
-        problems = (f"{n}" * (INTERNED_CHARS // 3), "overheated")
+        problems = (f"{n}" * (INTERNED_BYTES // 3), "overheated")
         gpu = GPU(index=0, health=GPUHealth(problems=problems))
         value = Registration(Node(id="n1", gpus=(gpu,)))
         assert decode(encode(value), Registration) == value
-        held = sum(len(key[2]) + sum(map(len, key[2])) for key in table)
-        assert held <= INTERNED_CHARS
+        texts = sum(getsizeof(text) for key in table for text in key[2])
+        assert texts <= table.held <= INTERNED_BYTES
     assert 0 < len(table) <= INTERNED_MAX
 
 
@@ -134,15 +143,18 @@ def test_the_structure_functions_read_a_map_as_each_parse_gives_it(classes: str)
     assert compiled_upb().structure[Registration](message) == value
 
 
-def test_a_table_of_tuples_counts_their_elements(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Numbers hold no text: a tuple of many is bounded by its elements.
+def test_a_table_of_tuples_counts_the_bytes_of_their_elements(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Numbers hold no text: a tuple of many is bounded by what its numbers take.
     from llmgw_wire.mapping import _compiler as compiler
 
-    bound = 20_000
-    monkeypatch.setattr(compiler, "INTERNED_CHARS", bound)
+    bound = 1 << 20
+    monkeypatch.setattr(compiler, "INTERNED_BYTES", bound)
     table = compiled_upb().structure[GPU].__globals__["_TUPLES"]
     for n in range(4):
-        peers = tuple(range(n, n + 9000))
+        peers = tuple(range(1000 + 10_000 * n, 10_000 * (n + 1)))  # 9,000 numbers of 28 bytes
         value = Registration(Node(id="n1", gpus=(GPU(index=0, nvlink_peers=peers),)))
         assert decode(encode(value), Registration) == value
-        assert sum(map(len, table)) <= bound
+        taken = sum(getsizeof(key) + sum(map(getsizeof, key)) for key in table)
+        assert taken <= table.held <= bound

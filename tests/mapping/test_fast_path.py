@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator, Mapping
+from sys import getsizeof
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -45,7 +46,7 @@ from llmgw_wire.codec._binary import compiled_upb
 from llmgw_wire.codec._guard import reaches_map as _reaches_map
 from llmgw_wire.codec._schema import CLASSES
 from llmgw_wire.mapping import pair_for
-from llmgw_wire.mapping._compiler import INTERNED_CHARS, INTERNED_MAX, _positional, _settable
+from llmgw_wire.mapping._compiler import INTERNED_MAX, _positional, _settable
 from llmgw_wire.mapping._rules import Embedded, Message, Messages, Repeated, Scalar
 from llmgw_wire.testing import strategies as lst
 from llmgw_wire.testing.laws import MODELS
@@ -441,12 +442,16 @@ def test_the_table_of_shared_values_is_bounded() -> None:
     assert 0 < len(table) <= INTERNED_MAX
 
 
-def test_the_table_of_shared_values_holds_little_text() -> None:
+def test_the_table_of_shared_values_holds_little_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """A peer's long fabric texts are not kept after their message: the table bounds its text."""
+    from llmgw_wire.mapping import _compiler as compiler
+
+    bound = 1 << 20  # a text over it still fits in a message
+    monkeypatch.setattr(compiler, "INTERNED_BYTES", bound)
     gpu = sample_registration().node.gpus[0]
     assert gpu.fabric is not None
     table = compiled_upb().structure[GPU].__globals__["_interned_GPUFabric"]
-    for size in (INTERNED_CHARS // 3, INTERNED_CHARS + 1):
+    for size in (bound // 3, bound + 1):
         for n in range(4):
             fabric = attrs.evolve(gpu.fabric, cluster_uuid=f"{n}" * size)
             value = attrs.evolve(
@@ -456,9 +461,9 @@ def test_the_table_of_shared_values_holds_little_text() -> None:
                 ),
             )
             assert decode(encode(value), Registration) == value
-            held = sum(len(part) for key in table for part in key if isinstance(part, str))
-            assert held <= INTERNED_CHARS
-    assert not any(len(part) > INTERNED_CHARS for key in table for part in key)
+            texts = sum(getsizeof(part) for key in table for part in key if isinstance(part, str))
+            assert texts <= table.held <= bound
+    assert not any(len(part) > bound for key in table for part in key)
 
 
 def test_a_value_with_a_secret_is_never_kept_in_a_table(monkeypatch: pytest.MonkeyPatch) -> None:
