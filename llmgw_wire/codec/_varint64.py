@@ -205,14 +205,15 @@ def over_64_bits(data: bytes, descriptor: Descriptor) -> Problem | None:
     """A varint of more than 64 bits in bytes upb accepted, or None if there is none.
 
     upb drops the bits past the 64th of a ten-byte varint; Go's runtime (and
-    the protobuf specification) refuses such a varint. `suspect` rules out
-    nearly every message at C speed (a negative number's ten bytes included);
-    bytes with a suspect run are checked by a regular expression and walked,
+    the protobuf specification) refuses such a varint. `suspect`, which the
+    caller asks first, rules out nearly every message at C speed (a negative
+    number's ten bytes included); the rest are checked by a regular expression
+    and walked,
     with runs of fields that need no look inside skipped by another regular
     expression, so that Python looks only at sub-messages, groups, packed
     runs and long strings.
     """
-    first = _OVER_64_BITS.search(data) if suspect(data) else None
+    first = _OVER_64_BITS.search(data)
     if first is None:
         return None
     try:
