@@ -1,7 +1,8 @@
 """What the peers of one control plane share, and how much of it one peer may take.
 
 A peer is what a hostile client cannot multiply for free: its address (the
-host, whatever the port), or, under mutual TLS, its certificate's identity.
+host, whatever the port; an IPv6 host's /64 network, which one site is
+given whole), or, under mutual TLS, its certificate's identity.
 Calls and connections are free to open, so every budget that many calls
 share is also divided per peer here: calls waiting to register, the side
 calls of the health and reflection services, the bytes of messages held, and
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import weakref
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
@@ -38,14 +40,22 @@ def peer_of(address: str, certificate: PeerCertificate | None = None) -> str:
 
     Args:
         address: the call's address, as grpc says it without its scheme
-            ("127.0.0.1:5555", "[::1]:5555").
+            ("127.0.0.1:5555", "[::1]:5555"); an IPv6 host is its /64
+            network ("::/64"), as a site holds a /64's addresses at once.
         certificate: the client's verified certificate (mutual TLS), if any.
     """
     if certificate is not None:
         names = certificate.subject_alt_names or (*certificate.dns_names, *certificate.uris)
         return "certificate " + (", ".join(sorted(names)) or certificate.common_name or "")
     host, colon, port = address.rpartition(":")
-    return host if colon and port.isdigit() else address
+    if not (colon and port.isdigit()):
+        return address
+    if host.startswith("["):
+        try:
+            return str(ipaddress.IPv6Network(f"{host[1:-1]}/64", strict=False))
+        except ValueError:  # not an address grpc would give: the host as it is
+            return host
+    return host
 
 
 def address_of(peer: str | None) -> str:
