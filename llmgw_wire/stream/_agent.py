@@ -148,55 +148,6 @@ def channel_options(
 
 
 @contextlib.asynccontextmanager
-async def _connect(
-    target: str,
-    *,
-    tls: ClientTLS | None = None,
-    metadata: Mapping[str, str] | None = None,
-    compression: str | None = None,
-    max_message_size: int = DEFAULT_MAX_SIZE,
-    max_items: int = DEFAULT_MAX_ITEMS,
-    keepalive: Keepalive | None = Keepalive(),
-    on_bad_message: BadMessagePolicy = "skip",
-    leave_grace: float = LEAVE_GRACE,
-    options: Sequence[GrpcOption] = (),
-) -> AsyncIterator[tuple[AgentSession, _ClientCall]]:
-    """`connect`, with the call below the session too (what `keep_connected` watches)."""
-    channel_opts = channel_options(max_message_size, keepalive, tls, options)
-    if tls is None:
-        channel = grpc.aio.insecure_channel(target, options=channel_opts)
-    else:
-        channel = grpc.aio.secure_channel(target, tls.credentials(), options=channel_opts)
-    try:
-        method = channel.stream_stream(CONNECT_ROUTE)
-        call = method(
-            metadata=tuple((metadata or {}).items()) or None,
-            compression=compression_of(compression),
-        )
-        client_call = _ClientCall(call, tls=tls is not None)
-        session = AgentSession(
-            client_call,
-            f"control plane {target}",
-            on_bad_message=on_bad_message,
-            max_message_size=max_message_size,
-            max_items=max_items,
-        )
-        try:
-            yield session, client_call
-        except BaseException as exc:
-            if isinstance(exc, Exception):
-                await session.leave(leave_grace)
-            else:
-                # Cancelled (or interrupted): no waiting for anyone.
-                await session.stop_reading()
-                client_call.cancel()
-            raise
-        await session.leave(leave_grace)
-    finally:
-        await channel.close(grace=None)
-
-
-@contextlib.asynccontextmanager
 async def connect(
     target: str,
     *,
@@ -245,19 +196,38 @@ async def connect(
     A control plane that cannot be reached shows as `PeerUnavailable` from
     the first `send` or `recv`.
     """
-    async with _connect(
-        target,
-        tls=tls,
-        metadata=metadata,
-        compression=compression,
-        max_message_size=max_message_size,
-        max_items=max_items,
-        keepalive=keepalive,
-        on_bad_message=on_bad_message,
-        leave_grace=leave_grace,
-        options=options,
-    ) as (session, _):
-        yield session
+    channel_opts = channel_options(max_message_size, keepalive, tls, options)
+    if tls is None:
+        channel = grpc.aio.insecure_channel(target, options=channel_opts)
+    else:
+        channel = grpc.aio.secure_channel(target, tls.credentials(), options=channel_opts)
+    try:
+        method = channel.stream_stream(CONNECT_ROUTE)
+        call = method(
+            metadata=tuple((metadata or {}).items()) or None,
+            compression=compression_of(compression),
+        )
+        client_call = _ClientCall(call, tls=tls is not None)
+        session = AgentSession(
+            client_call,
+            f"control plane {target}",
+            on_bad_message=on_bad_message,
+            max_message_size=max_message_size,
+            max_items=max_items,
+        )
+        try:
+            yield session
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                await session.leave(leave_grace)
+            else:
+                # Cancelled (or interrupted): no waiting for anyone.
+                await session.stop_reading()
+                client_call.cancel()
+            raise
+        await session.leave(leave_grace)
+    finally:
+        await channel.close(grace=None)
 
 
 @frozen
@@ -342,7 +312,6 @@ async def _register(
 
 async def _serve_round(
     session: AgentSession,
-    call: _ClientCall,
     registration: Callable[[], Registration | Awaitable[Registration]],
     serve: Callable[[AgentSession], Awaitable[None]],
     stopped: asyncio.Event,
@@ -520,13 +489,11 @@ async def keep_connected(
         # of values (a plain HTTP body read as a message is none).
         sessions: list[AgentSession] = []
         try:
-            async with _connect(
+            async with connect(
                 address, **{**connect_options, "options": [*options, *connect_options["options"]]}
-            ) as (session, call):
+            ) as session:
                 sessions.append(session)
-                await _serve_round(
-                    session, call, registration, serve, stopped, first_answer_timeout
-                )
+                await _serve_round(session, registration, serve, stopped, first_answer_timeout)
             logger.info("the call to %s ended", address)
             ended: StreamError | DecodeError | None = None
         except (StreamError, DecodeError, StreamClosed) as exc:
