@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from llmgw_wire.stream import (
     PeerUnavailable,
     PermissionDenied,
     StreamError,
+    _server,
     connect,
     keep_connected,
 )
@@ -97,6 +99,14 @@ def test_an_agent_that_half_closes_is_a_clean_end() -> None:
 
     run(main)
     assert outcomes == [None]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="seeing a half-close at once needs 3.11")
+def test_a_half_close_is_seen_without_the_settling_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The wait that bounds telling a leave from a cancellation, far over
+    # WAIT: the end is seen only if grpc answers the second read at once.
+    monkeypatch.setattr(_server, "HALF_CLOSE_SETTLE", 10 * WAIT)
+    test_an_agent_that_half_closes_is_a_clean_end()
 
 
 # --- the agent's graceful leave ------------------------------------------------------
