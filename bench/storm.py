@@ -96,7 +96,7 @@ class StormResult:
                 "traced_peak_bytes is tracemalloc's peak of Python allocations, the adopted "
                 "registrations included; upb's parse arenas are C allocations it does not "
                 "see (each is freed once its message is converted). maxrss_delta_bytes is "
-                "the growth of ru_maxrss over the timed runs."
+                "the growth of ru_maxrss over the storms, the untimed first one included."
             ),
         }
 
@@ -210,8 +210,9 @@ def storm(datas: list[bytes], runs: int = 3) -> StormResult:
     # system (page faults on every new arena), which no later run pays.
     _run(datas, collector=False)
     for round_ in range(runs):
-        # In an order rotated by one each round, as every other contender of
-        # `make bench`: no way always runs first, or right after another.
+        # In an order rotated by one each round: no way always runs first, in
+        # the process's state the one before it left (each starts with a
+        # full collection; the untimed storm above is the first).
         for results, way in ways[round_ % 4 :] + ways[: round_ % 4]:
             results.append(way())
     rss_delta = _maxrss_bytes() - rss_before

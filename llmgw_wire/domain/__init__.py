@@ -66,7 +66,8 @@ __all__ = [
 
 # The models a registration is made of are loaded with the package; the
 # others (the shard spec and its commands, the keepalive messages) on first
-# use, so that a service that decodes registrations does not create them.
+# use: the import is cheaper, and the first conversion (whose mapping names
+# every model) creates them.
 _LATER = {
     "Adapter": "llmgw_wire.domain._engines",
     "Profile": "llmgw_wire.domain._engines",

@@ -473,8 +473,8 @@ class _Session(Generic[S, R]):
         ends the waits that are due and arms itself for the next one. A
         message received within its timeout thus costs no timer (a loop
         timer is a heap push, and a cancelled one stays in the heap):
-        measured, `asyncio.timeout` around each wait costs 4 µs per message,
-        an eighth of a heartbeat.
+        `asyncio.timeout` around each wait cost 4 µs more per message received,
+        measured in process on a fake call (no grpc).
         """
         loop = asyncio.get_running_loop()
         task = cast("asyncio.Task[object]", asyncio.current_task(loop))
