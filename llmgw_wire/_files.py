@@ -24,8 +24,8 @@ __all__ = ["LINK", "FileRefusedError", "read_limited", "read_regular"]
 #: The `kind` of a symbolic link refused when links are not followed.
 LINK = "a symbolic link"
 
-# O_NONBLOCK so that opening a FIFO does not wait for a writer; the getattr
-# for the flags a platform lacks (Windows has no O_NONBLOCK, only it O_BINARY).
+# O_NONBLOCK so that opening a FIFO does not wait for a writer; getattr for
+# the flags some platforms lack (Windows has no O_NONBLOCK, only it has O_BINARY).
 _OPEN = (
     os.O_RDONLY
     | getattr(os, "O_NONBLOCK", 0)
@@ -76,16 +76,17 @@ class FileRefusedError(Exception):
         super().__init__(message)
 
 
-def read_limited(read: Callable[[int], bytes], limit: int) -> bytes:
+def read_limited(read: Callable[[int], bytes], limit: int, *, chunk_size: int = _CHUNK) -> bytes:
     """At most `limit + 1` bytes from `read` (a stream's, a descriptor's) until it gives none.
 
     One byte more than allowed tells an over-long input from one exactly at
-    the limit, without reading the rest of it.
+    the limit, without reading the rest of it. Each call of `read` asks for
+    at most `chunk_size` bytes.
     """
     chunks: list[bytes] = []
     total = 0
     while total <= limit:
-        chunk = read(min(_CHUNK, limit + 1 - total))
+        chunk = read(min(chunk_size, limit + 1 - total))
         if not chunk:
             break
         chunks.append(chunk)
@@ -132,7 +133,9 @@ def read_regular(
             check(info)
         if info.st_size > limit:
             raise FileRefusedError(shown, size=info.st_size, limit=limit)
-        data = read_limited(functools.partial(os.read, fd), limit)
+        # A file as large as fstat says is read in one call, its end seen by the next.
+        chunk_size = max(_CHUNK, info.st_size + 1)
+        data = read_limited(functools.partial(os.read, fd), limit, chunk_size=chunk_size)
     finally:
         os.close(fd)
     if len(data) > limit:

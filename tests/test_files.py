@@ -44,10 +44,15 @@ def test_a_regular_file_is_read_whole_with_the_stat_of_what_was_read(regular: Pa
     assert (info.st_ino, info.st_size) == (regular.stat().st_ino, 100)
 
 
-def test_a_file_exactly_at_the_limit_is_read(tmp_path: Path) -> None:
-    path = tmp_path / "full"
-    path.write_bytes(b"y" * LIMIT)
-    assert read_regular(path, LIMIT)[0] == b"y" * LIMIT
+@pytest.mark.parametrize(
+    ("size", "limit"),
+    [(0, LIMIT), (1, LIMIT), (LIMIT, LIMIT), (200_000, 1 << 20), (1 << 20, 1 << 20)],
+)
+def test_a_file_up_to_the_limit_is_read_whole(tmp_path: Path, size: int, limit: int) -> None:
+    path = tmp_path / "file"
+    data = os.urandom(size)
+    path.write_bytes(data)
+    assert read_regular(path, limit)[0] == data
 
 
 @pytest.mark.parametrize("follow_links", [True, False])
