@@ -99,7 +99,8 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.stream._session import _Session
-from llmgw_wire.testing.sample import sample_command, sample_registration
+from llmgw_wire.testing.sample import sample_command
+from llmgw_wire.testing.stream import registration_of
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -153,11 +154,7 @@ def command_for(node: str) -> ShardCommand:
 
 def registration_for(node: str) -> Registration:
     """The sample registration, as node `node`."""
-    sample = sample_registration()
-    return Registration(
-        attrs.evolve(sample.node, id=node),
-        tuple(attrs.evolve(shard, node_id=node) for shard in sample.shards),
-    )
+    return registration_of(node)
 
 
 # --- a plane's process, seen from outside ------------------------------------------

@@ -71,11 +71,12 @@ import re
 import secrets
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 from attrs import frozen
 
+from llmgw_wire._files import LINK, FileRefusedError, read_regular
 from llmgw_wire.codec import encode
 from llmgw_wire.codec.json import make_json_converter, parse_json
 from llmgw_wire.domain import Compute, ShardSpec, State
@@ -401,39 +402,30 @@ class ShardStore:
         return StateFileInvalid(file, reason, ("spec", *error.path))
 
     def _read(self, name: str, file: str) -> bytes:
-        try:
-            fd = os.open(name, _OPEN_READ, dir_fd=self._fd)
-        except FileNotFoundError:
-            raise
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise StateFileInvalid(
-                    file, "is a symbolic link, which the store never follows"
-                ) from None
-            raise _os_error(file, "cannot be read", exc) from None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise StateFileInvalid(file, f"is not a regular file ({_kind(info.st_mode)})")
+        def trusted(info: os.stat_result) -> None:
             distrust = _distrust(info)
             if distrust is not None:
                 raise StateFileInvalid(file, distrust)
-            if info.st_size > self.max_file_size:
-                raise StateFileInvalid(file, self._too_large(info.st_size))
-            chunks, size = [], 0
-            while size <= self.max_file_size:
-                chunk = os.read(fd, self.max_file_size + 1 - size)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                size += len(chunk)
-            if size > self.max_file_size:
-                raise StateFileInvalid(file, self._too_large(size))
-            return b"".join(chunks)
+
+        try:
+            data, _ = read_regular(
+                name, self.max_file_size, follow_links=False, dir_fd=self._fd, check=trusted
+            )
+        except FileNotFoundError:
+            raise
         except OSError as exc:
             raise _os_error(file, "cannot be read", exc) from None
-        finally:
-            os.close(fd)
+        except FileRefusedError as exc:
+            if exc.kind == LINK:
+                reason = "is a symbolic link, which the store never follows"
+            elif exc.kind is not None:
+                # The store's messages have always called a FIFO a named pipe.
+                kind = "a named pipe" if exc.kind == "a FIFO" else exc.kind
+                reason = f"is not a regular file ({kind})"
+            else:
+                reason = self._too_large(exc.size)
+            raise StateFileInvalid(file, reason) from None
+        return data
 
     def _too_large(self, size: int) -> str:
         return f"is larger than the {self.max_file_size} bytes the store reads ({size} or more)"
@@ -603,17 +595,6 @@ def _os_reason(exc: OSError) -> str:
     # The message without the file name, which the error names already.
     name = errno.errorcode.get(exc.errno or 0, "")
     return f"{exc.strerror or exc} ({name})" if name else str(exc.strerror or exc)
-
-
-def _kind(mode: int) -> str:
-    kinds: dict[Any, str] = {
-        stat.S_ISDIR: "a directory",
-        stat.S_ISCHR: "a character device",
-        stat.S_ISBLK: "a block device",
-        stat.S_ISFIFO: "a named pipe",
-        stat.S_ISSOCK: "a socket",
-    }
-    return next((kind for test, kind in kinds.items() if test(mode)), "not a regular file")
 
 
 def _format_reason(found: int) -> str:

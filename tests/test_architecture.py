@@ -22,6 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "llmgw_wire"
 #: name inside one of them stays private to its subpackage.
 SHARED: frozenset[str] = frozenset(
     {
+        "llmgw_wire._files",
         "llmgw_wire.codec._cattrs_converter",
         "llmgw_wire.codec._guard",
         "llmgw_wire.codec._classes",

@@ -5,12 +5,11 @@ from __future__ import annotations
 import gc
 from typing import TYPE_CHECKING
 
-import attrs
 import pytest
 
 from llmgw_wire import Registration, decode, encode
 from llmgw_wire.gc import AdoptionFreezer
-from llmgw_wire.testing.sample import sample_registration
+from llmgw_wire.testing.stream import registration_of
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -25,12 +24,9 @@ def _thawed() -> Iterator[None]:
 
 
 def _fleet(size: int) -> dict[str, Registration]:
-    sample = sample_registration()
     fleet = {}
     for number in range(size):
-        node = attrs.evolve(sample.node, id=f"node-{number}")
-        shards = tuple(attrs.evolve(shard, node_id=node.id) for shard in sample.shards)
-        registration = decode(encode(Registration(node, shards)), Registration)
+        registration = decode(encode(registration_of(f"node-{number}")), Registration)
         fleet[registration.node.id] = registration
     return fleet
 

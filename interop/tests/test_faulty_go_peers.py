@@ -8,7 +8,7 @@ import asyncio
 import os
 
 from peers import kinds, run_agent, start_control_plane
-from test_python_vs_go import WAIT, registration
+from test_python_vs_go import WAIT
 
 from llmgw_wire import Ack, Registration
 from llmgw_wire.stream import (
@@ -22,6 +22,7 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.sample import sample_command
+from llmgw_wire.testing.stream import registration_of
 
 RUNS = int(os.environ.get("LLMGW_INTEROP_RUNS", "10"))
 
@@ -121,7 +122,7 @@ def test_a_python_agent_that_stops_leaves_and_the_go_plane_sees_ok() -> None:
                             stop.set()  # the StartShard after the Ack: leave now
 
                 await asyncio.wait_for(
-                    keep_connected(target, lambda: registration(node_id), serve, stop=stop),
+                    keep_connected(target, lambda: registration_of(node_id), serve, stop=stop),
                     WAIT,
                 )
 
@@ -139,7 +140,7 @@ def test_a_command_a_python_agent_cannot_decode_is_reported_failed_to_the_go_pla
         async def main() -> list[object]:
             got: list[object] = []
             async with connect(cp.target) as session:
-                await session.send(registration("py-bad"))
+                await session.send(registration_of("py-bad"))
                 # The Ack, the StopShard and the good StartShard: the bad one is skipped.
                 got.extend([await session.recv(timeout=WAIT) for _ in range(3)])
             return got

@@ -29,7 +29,8 @@ from llmgw_wire.stream import (
     keep_connected,
     start_server,
 )
-from llmgw_wire.testing.sample import sample_command, sample_registration
+from llmgw_wire.testing.sample import sample_command
+from llmgw_wire.testing.stream import registration_of
 
 if TYPE_CHECKING:
     from peers import AgentRun, TLSFiles
@@ -42,11 +43,8 @@ STOPPING = ("UNAVAILABLE", "the control plane is stopping")
 CORDONED = "node is cordoned: registration refused by the control plane"
 
 
-def registration(node_id: str = "py-agent-1") -> Registration:
-    sample = sample_registration()
-    # The shards are the node's: they move with it (the wire carries the id once).
-    shards = tuple(attrs.evolve(shard, node_id=node_id) for shard in sample.shards)
-    return attrs.evolve(sample, node=attrs.evolve(sample.node, id=node_id), shards=shards)
+#: The node the Python agent registers as.
+AGENT = "py-agent-1"
 
 
 # --- a Python agent, a Go control plane ------------------------------------------------
@@ -56,7 +54,7 @@ async def agent_run(target: str, **options: Any) -> tuple[list[object], StreamEr
     """Register, then read until the call ends: what arrived and how it ended."""
     got: list[object] = []
     async with connect(target, **options) as session:
-        await session.send(registration())
+        await session.send(registration_of(AGENT))
         try:
             async for value in session:
                 got.append(value)  # noqa: PERF401 (kept as it comes, up to an error)
@@ -119,7 +117,7 @@ def test_a_go_status_before_stop_reaches_a_python_agent() -> None:
 async def register_and_leave(target: str, **options: Any) -> list[object]:
     got: list[object] = []
     async with connect(target, **options) as session:
-        await session.send(registration())
+        await session.send(registration_of(AGENT))
         got.append(await session.recv(timeout=WAIT))
         got.append(await session.recv(timeout=WAIT))
         await session.close()
@@ -165,7 +163,9 @@ def test_a_python_agent_comes_back_to_a_go_control_plane_after_kill_9() -> None:
                 if isinstance(value, Ack):
                     acks.append(value)  # noqa: PERF401 (watched as it comes)
 
-        agent = asyncio.ensure_future(keep_connected(first.target, registration, serve, stop=stop))
+        agent = asyncio.ensure_future(
+            keep_connected(first.target, lambda: registration_of(AGENT), serve, stop=stop)
+        )
         while not acks:
             await asyncio.sleep(0.1)
         first.kill()

@@ -7,11 +7,10 @@ be refused quickly with a message, never read to the end or waited on.
 
 from __future__ import annotations
 
-import errno
 import os
-import stat
 from typing import BinaryIO
 
+from llmgw_wire._files import LINK, FileRefusedError, read_limited, read_regular
 from llmgw_wire.compat._model import CompatError
 
 __all__ = [
@@ -30,20 +29,10 @@ MAX_DESCRIPTOR_SET_BYTES = 64 * 1024 * 1024
 #: The largest configuration file (`buf.yaml`, `pyproject.toml`) it reads.
 MAX_CONFIG_BYTES = 1024 * 1024
 
-_CHUNK = 1 << 16
-
 
 def read_at_most(stream: BinaryIO, limit: int) -> bytes:
     """At most `limit + 1` bytes of `stream`: one more than allowed tells an over-long input."""
-    chunks: list[bytes] = []
-    total = 0
-    while total <= limit:
-        chunk = stream.read(min(_CHUNK, limit + 1 - total))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
+    return read_limited(stream.read, limit)
 
 
 def _mib(size: int) -> str:
@@ -64,26 +53,20 @@ def read_regular_file(
             is not a regular file, or is larger than `limit`.
     """
     shown = os.fspath(path)
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    if not follow_links:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(path, flags)
+        data, _ = read_regular(path, limit, follow_links=follow_links)
     except OSError as exc:
-        if exc.errno == errno.ELOOP and not follow_links:
-            raise CompatError(
-                f"{shown} is a symbolic link; the checker reads only regular files"
-            ) from None
         raise CompatError(f"cannot read {shown}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as stream:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+    except FileRefusedError as exc:
+        if exc.kind == LINK:
+            reason = "is a symbolic link"
+        elif exc.kind is not None:
+            reason = "is not a regular file"
+        else:
             raise CompatError(
-                f"{shown} is not a regular file; the checker reads only regular files"
-            )
-        data = read_at_most(stream, limit)
-    if len(data) > limit:
-        raise CompatError(f"{shown} is larger than the checker's limit of {_mib(limit)}")
+                f"{shown} is larger than the checker's limit of {_mib(limit)}"
+            ) from None
+        raise CompatError(f"{shown} {reason}; the checker reads only regular files") from None
     return data
 
 

@@ -21,7 +21,6 @@ import logging
 import os
 import re
 import ssl
-import stat
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from attrs import field, frozen
 
+from llmgw_wire._files import FileRefusedError, read_regular
 from llmgw_wire.errors import Redacted, StreamError, Unauthenticated
 
 if TYPE_CHECKING:
@@ -44,17 +44,6 @@ logger = logging.getLogger("llmgw_wire.stream")
 #: The largest certificate, key or CA file read, in bytes: a system's whole CA
 #: bundle is about 220 kB, a certificate chain a few kB.
 _MAX_FILE_BYTES = 1 << 20
-# Links are followed (a Kubernetes secret volume is made of them), but only
-# into a regular file: O_NONBLOCK so that opening a FIFO does not wait for a
-# writer, then fstat before reading anything.
-_OPEN = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 Stamp = tuple[int, int, int]
 
@@ -67,47 +56,26 @@ def _stamp(info: os.stat_result) -> Stamp:
     return (info.st_mtime_ns, info.st_size, info.st_ino)
 
 
-def _check(path: Path, info: os.stat_result) -> None:
-    if not stat.S_ISREG(info.st_mode):
-        kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a file")
-        raise _NotReadError(
-            f"{path} is not a regular file ({kind}); TLS files are read only from those"
-        )
-    if info.st_size > _MAX_FILE_BYTES:
-        raise _NotReadError(
-            f"{path} is larger than the {_MAX_FILE_BYTES} bytes a TLS file may hold "
-            f"({info.st_size} bytes)"
-        )
-
-
 def _read_regular(path: Path) -> tuple[bytes, Stamp]:
     """The bytes of the regular file at `path` (a link followed), bounded, and its stamp.
+
+    Links are followed (a Kubernetes secret volume is made of them), but only
+    into a regular file.
 
     Raises:
         OSError: the file system refused (no such file, permissions).
         ValueError: it is not a regular file, or larger than `_MAX_FILE_BYTES`.
     """
-    # The path first, so that a device or FIFO is refused without being opened;
-    # then the descriptor, for what is actually read.
-    _check(path, path.stat())
-    fd = os.open(path, _OPEN)
     try:
-        info = os.fstat(fd)
-        _check(path, info)
-        chunks, size = [], 0
-        while size <= _MAX_FILE_BYTES:
-            chunk = os.read(fd, _MAX_FILE_BYTES + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > _MAX_FILE_BYTES:
-            raise _NotReadError(
-                f"{path} is larger than the {_MAX_FILE_BYTES} bytes a TLS file may hold"
-            )
-        return b"".join(chunks), _stamp(info)
-    finally:
-        os.close(fd)
+        pem, info = read_regular(path, _MAX_FILE_BYTES)
+    except FileRefusedError as exc:
+        if exc.kind is not None:
+            reason = f"is not a regular file ({exc.kind}); TLS files are read only from those"
+        else:
+            size = "" if exc.grew else f" ({exc.size} bytes)"
+            reason = f"is larger than the {_MAX_FILE_BYTES} bytes a TLS file may hold{size}"
+        raise _NotReadError(f"{path} {reason}") from None
+    return pem, _stamp(info)
 
 
 def _os_reason(exc: BaseException) -> str:

@@ -38,8 +38,9 @@ from llmgw_wire.stream._protocol import (
 )
 from llmgw_wire.stream._targets import Targets
 from llmgw_wire.testing.sample import sample_registration
+from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import ControlMessage, StartShard
-from tests.stream.test_stream import WAIT, Recording, as_node, raw_agent, serving, target
+from tests.stream.test_stream import WAIT, Recording, raw_agent, serving, target
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -466,7 +467,7 @@ def test_a_newline_from_a_peer_cannot_forge_a_log_line(caplog: pytest.LogCapture
 
     async def main() -> None:
         async with serving(Recording(control_plane)) as server:
-            await agent_exchange(target(server), as_node(sample_registration(), forged))
+            await agent_exchange(target(server), registration_of(forged))
 
     run(main)
     messages = [r.getMessage() for r in caplog.records]
@@ -508,7 +509,7 @@ def test_a_newline_in_a_failing_handlers_error_cannot_forge_a_log_line(
 
     async def main() -> None:
         async with serving(Recording(control_plane)) as server:
-            _, error = await agent_exchange(target(server), as_node(sample_registration(), forged))
+            _, error = await agent_exchange(target(server), registration_of(forged))
             assert error is not None
             assert error.code is StatusCode.INTERNAL
 

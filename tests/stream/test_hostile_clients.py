@@ -38,7 +38,8 @@ from llmgw_wire.stream._logs import (
 from llmgw_wire.stream._peers import DecodeTurns, decode_turns
 from llmgw_wire.stream._protocol import PEER_OVER_BUDGET
 from llmgw_wire.testing.sample import sample_large_registration, sample_registration
-from tests.stream.test_stream import WAIT, as_node, serving, target
+from llmgw_wire.testing.stream import registration_of
+from tests.stream.test_stream import WAIT, serving, target
 from tests.support import ld, vi
 from tests.support import run_async as run
 
@@ -626,7 +627,7 @@ def test_a_peer_s_messages_waiting_to_be_read_are_bounded_too_whatever_its_calls
             method = channel.stream_stream(CONNECT_ROUTE)
             opened = [method() for _ in range(calls)]
             for number, call in enumerate(opened):
-                await call.write(encode_envelope(as_node(registration, f"node-{number}")))
+                await call.write(encode_envelope(registration_of(f"node-{number}", registration)))
             # 2 fit the budget, 2 wait in hand for room, the rest are refused.
             ended = await _ended(opened, calls - 4)
             return [(await call.code(), await call.details()) for call in ended]

@@ -9,8 +9,8 @@ import pytest
 
 from llmgw_wire import Ack, Heartbeat, Registration
 from llmgw_wire.stream import StreamError, connect, start_server
-from llmgw_wire.testing.sample import sample_registration
-from tests.stream.test_stream import REPORT, as_node
+from llmgw_wire.testing.stream import registration_of
+from tests.stream.test_stream import REPORT
 from tests.stream.test_stream_tls import NODE, PKI, WAIT, Adopting, pki
 from tests.support import run_async as run
 
@@ -47,7 +47,7 @@ async def drain(session: AgentSession) -> list[object]:
     [
         # A heartbeat for another node, before the registration and after it.
         ((Heartbeat(OTHER),), "PERMISSION_DENIED"),
-        ((as_node(sample_registration(), NODE), Heartbeat(OTHER)), "PERMISSION_DENIED"),
+        ((registration_of(NODE), Heartbeat(OTHER)), "PERMISSION_DENIED"),
         # Anything before the registration.
         ((REPORT,), "FAILED_PRECONDITION"),
         ((Heartbeat(NODE),), "FAILED_PRECONDITION"),
@@ -71,7 +71,7 @@ def test_with_node_identity_no_value_reaches_handle_unless_the_certificate_vouch
 
 
 def test_with_node_identity_the_node_s_own_values_are_handed_over(pki: PKI) -> None:
-    registration = as_node(sample_registration(), NODE)
+    registration = registration_of(NODE)
 
     async def main() -> None:
         plane = Adopting()

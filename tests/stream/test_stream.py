@@ -59,6 +59,7 @@ from llmgw_wire.testing.sample import (
     sample_node,
     sample_registration,
 )
+from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import AgentMessage, Register
 from tests.support import run_async as run
 
@@ -118,13 +119,6 @@ async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[b
     async with grpc.aio.insecure_channel(target(server)) as channel:
         call = channel.stream_stream(CONNECT_ROUTE)()
         yield call
-
-
-def as_node(registration: Registration, node_id: str) -> Registration:
-    # The shards' node id too: the wire carries it once, so the two must agree.
-    node = attrs.evolve(registration.node, id=node_id)
-    shards = tuple(attrs.evolve(shard, node_id=node_id) for shard in registration.shards)
-    return attrs.evolve(registration, node=node, shards=shards)
 
 
 # --- the exchange -----------------------------------------------------------------
@@ -677,7 +671,7 @@ def test_a_registration_of_another_node_on_one_stream_ends_the_call() -> None:
     async def main() -> None:
         async with serving(Recording(control_plane)) as server, connect(target(server)) as session:
             await session.send(sample_registration())
-            await session.send(as_node(sample_registration(), "someone-else"))
+            await session.send(registration_of("someone-else"))
             with pytest.raises(MessageRejected, match="one stream carries one node"):
                 await session.recv(timeout=WAIT)
         assert received == [sample_registration()]

@@ -22,8 +22,7 @@ from llmgw_wire.stream import (
     connect,
     start_server,
 )
-from llmgw_wire.testing.sample import sample_registration
-from tests.stream.test_stream import as_node
+from llmgw_wire.testing.stream import registration_of
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -83,7 +82,7 @@ class Adopting(ControlPlane):
 
 
 async def exchange(port: int, tls: ClientTLS | None, node_id: str = NODE) -> object:
-    registration = as_node(sample_registration(), node_id)
+    registration = registration_of(node_id)
     async with connect(f"127.0.0.1:{port}", tls=tls) as session:
         with contextlib.suppress(PeerUnavailable):
             await session.send(registration)
