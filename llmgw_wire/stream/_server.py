@@ -254,8 +254,9 @@ class AgentService:
         # own. Something that ends the call cancels it here, between sends.
         # The session holds `serving.end`, and `serving` holds no session:
         # nothing of the call is in a reference cycle once this task is done.
-        serving = _Handling(asyncio.current_task())
-        call = _ServerCall(context)
+        task = asyncio.current_task()
+        serving = _Handling(task)
+        call = _ServerCall(context, task)
         session, peer = self._session(context, call, serving.end)
         # Every line of this call's tasks counts against its peer's share of the log.
         current_peer.set(peer)
@@ -450,12 +451,14 @@ class _ServerCall:
     cancels that task when the agent cancels its call or its connection is lost.
     """
 
-    def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+    def __init__(
+        self,
+        context: grpc.aio.ServicerContext[bytes, bytes],
+        task: asyncio.Task[Any] | None = None,
+    ) -> None:
         self._context = context
-        try:
-            self._task = asyncio.current_task()
-        except RuntimeError:  # made outside a loop: no call's task to watch
-            self._task = None
+        # The call's task, which grpc cancels (None: no call's task to watch).
+        self._task = task
         #: Whether grpc cancelled the call: the agent cancelled it, or its connection was lost.
         self.lost = False
         # The wait of `read` for an end to be explained, while there is one.

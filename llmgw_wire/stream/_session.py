@@ -213,6 +213,8 @@ class _Session(Generic[S, R]):
         # How the peer's messages ended, once they have (after what the inbox holds).
         self._end: _End | None = None
         self._reader: asyncio.Task[None] | None = None
+        # The loop the session runs on, once it has run (see `_running_loop`).
+        self._loop: asyncio.AbstractEventLoop | None = None
         # The tasks waiting in `recv` with a deadline (loop time; `_EXPIRED`
         # once the timer has ended the wait), and the session's one loop
         # timer for the nearest (see `_wait_by`).
@@ -336,7 +338,7 @@ class _Session(Generic[S, R]):
         deadline = None if task is None else self._deadlines.get(task)
         if task is None or deadline is None or deadline == _EXPIRED:
             return
-        when = asyncio.get_running_loop().time() + within
+        when = self._running_loop().time() + within
         if deadline > when:
             self._deadlines[task] = when
             self._arm(when)
@@ -368,7 +370,7 @@ class _Session(Generic[S, R]):
     def start_reading(self) -> None:
         """Start the session's reader, if it has not started yet."""
         if self._reader is None:
-            self._reader = asyncio.get_running_loop().create_task(self._read())
+            self._reader = self._running_loop().create_task(self._read())
 
     async def stop_reading(self) -> None:
         """Stop the reader, and let go of what it holds; `recv` then gives the end.
@@ -461,6 +463,18 @@ class _Session(Generic[S, R]):
             inbox.put_nowait(_ENDED)  # the end is all that is left
         return cast("R", item)
 
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the session runs on, looked up once (its queue is bound to it too).
+
+        On Python 3.11 each `asyncio.get_running_loop()` makes a system call
+        (`getpid`, to tell a forked child): with a `recv` per message, that
+        was among the costliest lines of a busy control plane's loop.
+        """
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
+
     def _wait_by(self, timeout: float) -> asyncio.Task[object]:
         """Give the current task's wait (a `recv`, a `send`) a deadline `timeout` s away; the task.
 
@@ -474,7 +488,7 @@ class _Session(Generic[S, R]):
         stays in the heap): `asyncio.timeout` around each wait cost 4 µs more
         per message received, measured in process on a fake call (no grpc).
         """
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         task = cast("asyncio.Task[object]", asyncio.current_task(loop))
         deadline = loop.time() + timeout
         self._deadlines[task] = deadline
@@ -487,7 +501,7 @@ class _Session(Generic[S, R]):
         if timer is None or timer.when() > deadline:
             if timer is not None:
                 timer.cancel()
-            self._timer = asyncio.get_running_loop().call_at(deadline, self._expire_due)
+            self._timer = self._running_loop().call_at(deadline, self._expire_due)
 
     def _expired(self, task: asyncio.Task[object], error: asyncio.CancelledError) -> bool:
         """`task`'s wait was cancelled (`error`): whether the timer did it, and nothing else.
@@ -507,7 +521,7 @@ class _Session(Generic[S, R]):
     def _expire_due(self) -> None:
         """The session's timer: cancel the waits past their deadline, each to time out."""
         self._timer = None
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         due = loop.time() + _CLOCK_RESOLUTION
         later: float | None = None
         deadlines = self._deadlines
