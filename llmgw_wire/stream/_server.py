@@ -15,6 +15,7 @@ import grpc.aio
 
 from llmgw_wire.codec import DEFAULT_MAX_ITEMS, DEFAULT_MAX_SIZE
 from llmgw_wire.errors import PeerUnavailable, RegistrationTimeout, StreamError
+from llmgw_wire.stream._cancel import COUNTED, cancelling, uncancel
 from llmgw_wire.stream._health import HEALTH_SERVICE, Health
 from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._logs import Throttle, current_peer
@@ -253,8 +254,9 @@ class AgentService:
         # own. Something that ends the call cancels it here, between sends.
         # The session holds `serving.end`, and `serving` holds no session:
         # nothing of the call is in a reference cycle once this task is done.
-        serving = _Handling(asyncio.current_task())
-        call = _ServerCall(context)
+        task = asyncio.current_task()
+        serving = _Handling(task)
+        call = _ServerCall(context, task)
         session, peer = self._session(context, call, serving.end)
         # Every line of this call's tasks counts against its peer's share of the log.
         current_peer.set(peer)
@@ -396,18 +398,13 @@ class _Handling:
         try:
             await handle(session)
         except asyncio.CancelledError:
-            if not self._cancelled or not self._uncancel():
+            if not self._cancelled or self._task is None or not uncancel(self._task):
                 raise  # grpc's: the agent is gone
         except Exception as exc:  # the status says so; the caller logs it
             return exc
         finally:
             self.running = False
         return None
-
-    def _uncancel(self) -> bool:
-        """Take back this cancellation; False if another one (grpc's) is pending too."""
-        uncancel = getattr(self._task, "uncancel", None)  # Python 3.11+
-        return uncancel is None or uncancel() == 0
 
     def end(self, session: ControlSession, error: StreamError) -> None:
         """End the call with `error` (the first end wins): cancel `handle`, never mid-send.
@@ -454,12 +451,14 @@ class _ServerCall:
     cancels that task when the agent cancels its call or its connection is lost.
     """
 
-    def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+    def __init__(
+        self,
+        context: grpc.aio.ServicerContext[bytes, bytes],
+        task: asyncio.Task[Any] | None = None,
+    ) -> None:
         self._context = context
-        try:
-            self._task = asyncio.current_task()
-        except RuntimeError:  # made outside a loop: no call's task to watch
-            self._task = None
+        # The call's task, which grpc cancels (None: no call's task to watch).
+        self._task = task
         #: Whether grpc cancelled the call: the agent cancelled it, or its connection was lost.
         self.lost = False
         # The wait of `read` for an end to be explained, while there is one.
@@ -473,10 +472,7 @@ class _ServerCall:
 
     def _cancelled(self) -> bool:
         """Whether grpc has cancelled the call, though its task may not have seen it yet."""
-        if self.lost or self._context.cancelled():
-            return True
-        cancelling = getattr(self._task, "cancelling", None)  # Python 3.11+
-        return cancelling is not None and cancelling() > 0
+        return self.lost or self._context.cancelled() or cancelling(self._task)
 
     async def read(self) -> bytes | None:
         data = await self._context.read()
@@ -507,7 +503,7 @@ class _ServerCall:
         settling = self._settling = loop.create_future()
         timer = loop.call_later(HALF_CLOSE_SETTLE, _set_done, settling)
         second: asyncio.Future[Any] | None = None
-        if hasattr(self._task, "cancelling"):
+        if COUNTED:
             second = asyncio.ensure_future(self._context.read())
             second.add_done_callback(lambda _: _set_done(settling))
         try:

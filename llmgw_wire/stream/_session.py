@@ -42,6 +42,7 @@ from llmgw_wire.errors import (
     StreamClosed,
     StreamError,
 )
+from llmgw_wire.stream._cancel import COUNTED, uncancel
 from llmgw_wire.stream._logs import LINE_BUDGET, EscapingFilter, FirstLines, Throttle
 from llmgw_wire.stream._metrics import NO_METRICS, StreamMetrics, refusal_of
 from llmgw_wire.stream._peers import PeerBytes, decode_turns
@@ -141,13 +142,8 @@ class Call(Protocol):
         """
 
 
-# `asyncio.timeout` (Python 3.11+): a deadline on the task itself, no task of its own.
-_timeout: Any = getattr(asyncio, "timeout", None)
-# Whether a task counts its cancellations and can take one back (Python
-# 3.11+): how a wait that the session's timer cancelled tells it is a timeout.
-_UNCANCELS: Final = hasattr(asyncio.Task, "uncancel")
 # The message of the session timer's cancellations (what tells them on 3.10).
-_EXPIRY: Final = "the recv's timeout has passed"
+_EXPIRY: Final = "the wait's timeout has passed"
 # How early a loop timer may run: asyncio runs one that is due within the
 # clock's resolution (the loop's clock is `time.monotonic`).
 _CLOCK_RESOLUTION: Final = time.get_clock_info("monotonic").resolution
@@ -217,18 +213,18 @@ class _Session(Generic[S, R]):
         # How the peer's messages ended, once they have (after what the inbox holds).
         self._end: _End | None = None
         self._reader: asyncio.Task[None] | None = None
+        # The loop the session runs on, once it has run (see `_running_loop`).
+        self._loop: asyncio.AbstractEventLoop | None = None
         # The tasks waiting in `recv` with a deadline (loop time; `_EXPIRED`
         # once the timer has ended the wait), and the session's one loop
         # timer for the nearest (see `_wait_by`).
         self._deadlines: dict[asyncio.Task[object], float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._send_lock = asyncio.Lock()
-        # Whether a message is being written (or was left partly written).
-        self._partly_sent = False
         # Whether a send timed out with its message partly written: no more can follow.
         self._cut = False
-        # The `asyncio.Timeout` of the send being written, if it has one.
-        self._writing: Any = None
+        # The task of the send being written, if it has a timeout.
+        self._writing: asyncio.Task[object] | None = None
         self.send_timeout = send_timeout
         # The bounds of the session's log lines, made at the first line each
         # bounds: most sessions log none, and hold none.
@@ -293,41 +289,42 @@ class _Session(Generic[S, R]):
             async with self._send_lock:
                 await self._write(data)
         else:
-            started = time.monotonic()
-            try:
-                if _timeout is None:
-                    await asyncio.wait_for(self._locked_write(data, None), timeout)
-                else:
-                    # Kept, so that an end of the call can shorten it (`sends_held`).
-                    async with _timeout(timeout) as deadline:
-                        await self._locked_write(data, deadline)
-            except asyncio.TimeoutError:
-                if self._partly_sent and not self._cut:
-                    self._cut = True
-                    # How long it waited: its timeout, or less once its call was ended.
-                    self._send_timed_out(time.monotonic() - started)
-                raise
+            await self._timed_write(data, timeout)
         if self._metrics is not NO_METRICS:  # free without a meter provider
             self._metrics.message("sent", self._outbound.member_of(value))
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug("sent %s to %s", type(value).__name__, self)
 
-    async def _locked_write(self, data: bytes, deadline: Any) -> None:
-        """Write `data` in its turn; `deadline` (an `asyncio.Timeout`, or None) bounds it."""
-        async with self._send_lock:
-            self._check_not_cut()
-            self._partly_sent = True
-            self._writing = deadline
-            try:
-                await self._write(data)
-            except asyncio.CancelledError:
-                raise  # cut short (the timeout): grpc has the message, and no more fit behind it
-            except BaseException:
-                self._partly_sent = False
-                raise
-            finally:
-                self._writing = None
-            self._partly_sent = False
+    async def _timed_write(self, data: bytes, timeout: float) -> None:
+        """Write `data` in its turn, within `timeout` seconds, on the session's timer.
+
+        Timed out waiting for its turn, nothing was written. Timed out while
+        writing, the message is partly written and cannot be taken back: no
+        more can follow it, and the call ends (`_send_timed_out`).
+        """
+        started = time.monotonic()
+        task = self._wait_by(timeout)
+        writing = False
+        try:
+            async with self._send_lock:
+                self._check_not_cut()
+                writing = True
+                # Kept, so that an end of the call can shorten it (`sends_held`).
+                self._writing = task
+                try:
+                    await self._write(data)
+                finally:
+                    self._writing = None
+        except asyncio.CancelledError as exc:
+            if not self._expired(task, exc):
+                raise  # cancelled from outside
+            if writing and not self._cut:
+                self._cut = True
+                # How long it waited: its timeout, or less once its call was ended.
+                self._send_timed_out(time.monotonic() - started)
+            raise asyncio.TimeoutError from None
+        finally:
+            del self._deadlines[task]
 
     def _check_not_cut(self) -> None:
         if self._cut:
@@ -337,12 +334,14 @@ class _Session(Generic[S, R]):
 
     def _hurry_send(self, within: float) -> None:
         """Give the send being written, if it has a timeout, at most `within` seconds more."""
-        deadline = self._writing
-        if deadline is None:
+        task = self._writing
+        deadline = None if task is None else self._deadlines.get(task)
+        if task is None or deadline is None or deadline == _EXPIRED:
             return
-        when = asyncio.get_running_loop().time() + within
-        if deadline.when() is None or deadline.when() > when:
-            deadline.reschedule(when)
+        when = self._running_loop().time() + within
+        if deadline > when:
+            self._deadlines[task] = when
+            self._arm(when)
 
     def _send_timed_out(self, waited: float) -> None:
         """End the call: a message is partly written, and the peer took nothing for `waited` s."""
@@ -371,7 +370,7 @@ class _Session(Generic[S, R]):
     def start_reading(self) -> None:
         """Start the session's reader, if it has not started yet."""
         if self._reader is None:
-            self._reader = asyncio.get_running_loop().create_task(self._read())
+            self._reader = self._running_loop().create_task(self._read())
 
     async def stop_reading(self) -> None:
         """Stop the reader, and let go of what it holds; `recv` then gives the end.
@@ -448,7 +447,8 @@ class _Session(Generic[S, R]):
                 try:
                     item = await inbox.get()
                 except asyncio.CancelledError as exc:
-                    self._raise_if_expired(task, exc)
+                    if self._expired(task, exc):
+                        raise asyncio.TimeoutError from None
                     raise  # cancelled from outside
                 finally:
                     del self._deadlines[task]
@@ -463,50 +463,65 @@ class _Session(Generic[S, R]):
             inbox.put_nowait(_ENDED)  # the end is all that is left
         return cast("R", item)
 
+    def _running_loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the session runs on, looked up once (its queue is bound to it too).
+
+        On Python 3.11 each `asyncio.get_running_loop()` makes a system call
+        (`getpid`, to tell a forked child): with a `recv` per message, that
+        was among the costliest lines of a busy control plane's loop.
+        """
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        return loop
+
     def _wait_by(self, timeout: float) -> asyncio.Task[object]:
-        """Give the current task's wait a deadline `timeout` seconds away; the task.
+        """Give the current task's wait (a `recv`, a `send`) a deadline `timeout` s away; the task.
 
         What `asyncio.timeout` does (the task cancelled at the deadline, and
-        that cancellation taken back as a timeout: `_raise_if_expired`), with
-        one loop timer for every wait of the session rather than one each: a
-        `recv` answered in time leaves the timer armed, and when it runs it
-        ends the waits that are due and arms itself for the next one. A
-        message received within its timeout thus costs no timer (a loop
-        timer is a heap push, and a cancelled one stays in the heap):
-        `asyncio.timeout` around each wait cost 4 µs more per message received,
-        measured in process on a fake call (no grpc).
+        that cancellation taken back as a timeout: `_expired`), with one
+        loop timer for every wait of the session rather than one each: a
+        wait over in time leaves the timer armed, and when it runs it ends
+        the waits that are due and arms itself for the next one. A message
+        received or sent within its timeout thus costs no timer (a loop
+        timer is a heap push and a handle with a context, and a cancelled one
+        stays in the heap): `asyncio.timeout` around each wait cost 4 µs more
+        per message received, measured in process on a fake call (no grpc).
         """
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         task = cast("asyncio.Task[object]", asyncio.current_task(loop))
         deadline = loop.time() + timeout
         self._deadlines[task] = deadline
+        self._arm(deadline)
+        return task
+
+    def _arm(self, deadline: float) -> None:
+        """Have the session's timer run by `deadline` (loop time) at the latest."""
         timer = self._timer
         if timer is None or timer.when() > deadline:
             if timer is not None:
                 timer.cancel()
-            self._timer = loop.call_at(deadline, self._expire_due)
-        return task
+            self._timer = self._running_loop().call_at(deadline, self._expire_due)
 
-    def _raise_if_expired(self, task: asyncio.Task[object], error: asyncio.CancelledError) -> None:
-        """`task`'s wait was cancelled (`error`): a timeout if the timer did it, and nothing else.
+    def _expired(self, task: asyncio.Task[object], error: asyncio.CancelledError) -> bool:
+        """`task`'s wait was cancelled (`error`): whether the timer did it, and nothing else.
 
-        On Python 3.11+ the task's count of cancellations tells; on 3.10,
-        which has none, the message of the last cancellation does (so an
-        outside cancellation in the same loop turn as the timer's, before
-        it, is taken for the timeout).
+        If so, the cancellation is taken back: the wait times out. On
+        Python 3.11+ the task's count of cancellations tells; on 3.10, which
+        has none, the message of the last cancellation does (so an outside
+        cancellation in the same loop turn as the timer's, before it, is
+        taken for the timeout).
         """
         if self._deadlines[task] != _EXPIRED:
-            return
-        if not _UNCANCELS:
-            if error.args[:1] == (_EXPIRY,):
-                raise asyncio.TimeoutError from None
-        elif task.uncancel() == 0:  # type: ignore[attr-defined]
-            raise asyncio.TimeoutError from None
+            return False
+        if not COUNTED:
+            return error.args[:1] == (_EXPIRY,)
+        return uncancel(task)
 
     def _expire_due(self) -> None:
         """The session's timer: cancel the waits past their deadline, each to time out."""
         self._timer = None
-        loop = asyncio.get_running_loop()
+        loop = self._running_loop()
         due = loop.time() + _CLOCK_RESOLUTION
         later: float | None = None
         deadlines = self._deadlines
@@ -789,19 +804,19 @@ class AgentSession(_Session[FromAgent, FromControl]):
             grace: seconds to wait at most for the control plane's end.
         """
         dropped = 0
-
-        async def drain() -> None:
-            nonlocal dropped
-            await self.close()
-            with contextlib.suppress(StreamError, DecodeError):
-                while await self.recv() is not None:
-                    dropped += 1
-
         if not self._client_call.done():
+            task = self._wait_by(grace)
             try:
-                await asyncio.wait_for(drain(), grace)
-            except asyncio.TimeoutError:
+                await self.close()
+                with contextlib.suppress(StreamError, DecodeError):
+                    while await self.recv() is not None:
+                        dropped += 1
+            except asyncio.CancelledError as exc:
+                if not self._expired(task, exc):
+                    raise
                 logger.info("%s did not end the call within %g s of leaving", self, grace)
+            finally:
+                del self._deadlines[task]
             if dropped:
                 logger.info("dropped %d values %s sent after the agent left", dropped, self)
         await self.stop_reading()
