@@ -164,6 +164,7 @@ SURFACE: dict[str, list[str]] = {
         "AgentSession",
         "Backoff",
         "ClientTLS",
+        "ConnectOptions",
         "ControlPlane",
         "ControlSession",
         "FromAgent",

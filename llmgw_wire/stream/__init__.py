@@ -71,7 +71,13 @@ from llmgw_wire.errors import (
     StreamError,
     Unauthenticated,
 )
-from llmgw_wire.stream._agent import Backoff, connect, keep_connected, registration_from_inventory
+from llmgw_wire.stream._agent import (
+    Backoff,
+    ConnectOptions,
+    connect,
+    keep_connected,
+    registration_from_inventory,
+)
 from llmgw_wire.stream._limits import ServerLimits
 from llmgw_wire.stream._protocol import CONNECT_ROUTE, GrpcOption, Keepalive
 from llmgw_wire.stream._server import (
@@ -98,6 +104,7 @@ __all__ = [
     "AgentSession",
     "Backoff",
     "ClientTLS",
+    "ConnectOptions",
     "ControlPlane",
     "ControlSession",
     "FromAgent",

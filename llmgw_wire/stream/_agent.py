@@ -7,7 +7,7 @@ import contextlib
 import inspect
 import logging
 import random
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypedDict
 
 import grpc
 import grpc.aio
@@ -41,10 +41,13 @@ from llmgw_wire.stream._tls import status_error
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
+    # Only for type checkers (typeshed has it): nothing imports it at run time.
+    from typing_extensions import Unpack
+
     from llmgw_wire.domain import Registration
     from llmgw_wire.stream._tls import ClientTLS
 
-__all__ = ["Backoff", "connect", "keep_connected", "registration_from_inventory"]
+__all__ = ["Backoff", "ConnectOptions", "connect", "keep_connected", "registration_from_inventory"]
 
 logger = logging.getLogger("llmgw_wire.stream")
 
@@ -145,6 +148,24 @@ def channel_options(
     if tls is not None:
         options += tls.options()
     return options + list(extra)
+
+
+class ConnectOptions(TypedDict, total=False):
+    """What `connect` takes besides its target: the keyword arguments `keep_connected` passes on.
+
+    Each means what `connect`'s argument of the same name means, with the
+    same default; a type checker refuses a name that is not one of them.
+    """
+
+    tls: ClientTLS | None
+    metadata: Mapping[str, str] | None
+    compression: str | None
+    max_message_size: int
+    max_items: int
+    keepalive: Keepalive | None
+    on_bad_message: BadMessagePolicy
+    leave_grace: float
+    options: Sequence[GrpcOption]
 
 
 @contextlib.asynccontextmanager
@@ -398,7 +419,7 @@ async def keep_connected(
     on_refused: RefusalHook | None = None,
     give_up_unauthenticated: bool = False,
     meter_provider: Any = None,
-    **connect_options: Any,
+    **connect_options: Unpack[ConnectOptions],
 ) -> None:
     """Stay connected to the control plane: register, serve, and on any loss connect again.
 
@@ -458,7 +479,8 @@ async def keep_connected(
         meter_provider: the OpenTelemetry `MeterProvider` of
             `llmgw.stream.reconnects`; None takes the global one when
             OpenTelemetry's API is installed, False records nothing.
-        connect_options: what `connect` takes besides its target.
+        connect_options: what `connect` takes besides its target
+            (`ConnectOptions`).
 
     Raises:
         PermissionDenied: every address of a pass refused this agent
@@ -471,10 +493,17 @@ async def keep_connected(
     """
     if first_answer_timeout is not None and not first_answer_timeout > 0:
         raise ValueError(f"Expected first_answer_timeout > 0 or None, got {first_answer_timeout!r}")
+    unknown = connect_options.keys() - ConnectOptions.__optional_keys__
+    if unknown:
+        raise TypeError(
+            f"keep_connected() got unexpected keyword arguments {sorted(unknown)}; besides its "
+            f"own, it takes connect()'s: {sorted(ConnectOptions.__optional_keys__)}"
+        )
     tls = connect_options.get("tls")
     targets = Targets(target, check_name=tls is not None and tls.server_name is None)
     metrics = metrics_for(meter_provider)
-    connect_options["options"] = [
+    # Each round's own: grpc's subchannel and reconnect pace are the agent's.
+    own_options = [
         OWN_SUBCHANNEL,
         *_reconnect_options(backoff),
         *connect_options.get("options", ()),
@@ -489,9 +518,8 @@ async def keep_connected(
         # of values (a plain HTTP body read as a message is none).
         sessions: list[AgentSession] = []
         try:
-            async with connect(
-                address, **{**connect_options, "options": [*options, *connect_options["options"]]}
-            ) as session:
+            round_options: ConnectOptions = {**connect_options, "options": [*options, *own_options]}
+            async with connect(address, **round_options) as session:
                 sessions.append(session)
                 await _serve_round(session, registration, serve, stopped, first_answer_timeout)
             logger.info("the call to %s ended", address)
