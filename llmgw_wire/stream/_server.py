@@ -451,6 +451,9 @@ class _ServerCall:
     cancels that task when the agent cancels its call or its connection is lost.
     """
 
+    # One per call, alive as long as the call: no dict of its own for the collector to walk.
+    __slots__ = ("_context", "_settling", "_task", "lost")
+
     def __init__(
         self,
         context: grpc.aio.ServicerContext[bytes, bytes],
