@@ -208,9 +208,10 @@ resolutions: dist
 
 .PHONY: docs
 
-## matrix: the test suite on Python 3.10, 3.11, 3.12 and 3.13
+## matrix: the test suite on Python 3.10, 3.11, 3.12 and 3.13; MATRIX_ARGS go to
+## scripts/matrix.py (versions, `--if-present`, `-- pytest args`)
 matrix: $(STAMP)
-	$(BIN)/python scripts/matrix.py
+	$(BIN)/python scripts/matrix.py $(MATRIX_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-matrix .mypy_cache .pytest_cache .ruff_cache .hypothesis build dist
