@@ -711,12 +711,20 @@ class StructureGen:
         return []
 
     def shares(self, domain: type) -> bool:
-        """Whether `s_<domain>` gives the shared value of a table (`interned`), as it is built."""
+        """Whether a value of `domain` is a table's shared value as it is built (`interned`).
+
+        Values of scalars alone are; with a backend that `shares_values`,
+        values of tuples and maps too. Never a value with a secret, nor one
+        built by a hook or by anything but `built`'s positional slot stores.
+        """
         rules_ = self.ns.pairs[domain].rules
-        kinds = (rules.Scalar, rules.Repeated, rules.StrMap)
+        kinds: tuple[type, ...] = (
+            (rules.Scalar, rules.Repeated, rules.StrMap)
+            if self.backend.shares_values
+            else (rules.Scalar,)
+        )
         return (
-            self.backend.shares_values
-            and domain not in self.ns.hooks.structure
+            domain not in self.ns.hooks.structure
             and all(type(rule) in kinds for rule in rules_)
             and not any(owner is domain for owner, _ in SECRET_ATTRIBUTES)
             and _positional(domain, [rule.attr for rule in rules_])
@@ -787,15 +795,10 @@ class StructureGen:
         but by `is`. A value with a secret is never kept in a table: it lives
         no longer than its message.
         """
+        if not self.shares(domain):
+            return None
         rules_ = self.ns.pairs[domain].rules
         shares = self.backend.shares_values
-        kinds: tuple[type, ...] = (
-            (rules.Scalar, rules.Repeated, rules.StrMap) if shares else (rules.Scalar,)
-        )
-        if not all(type(rule) in kinds for rule in rules_):
-            return None
-        if any(owner is domain for owner, _ in SECRET_ATTRIBUTES):
-            return None
         counted = dict(self.reads)
         reads: list[str] = []
         if shares:
