@@ -389,6 +389,19 @@ def _tuple(value: _Tuple) -> _Tuple:
     return value
 
 
+def _items(identities: tuple[int, ...], value: _Tuple) -> _Tuple:
+    """`value`, a tuple of shared values not seen before, shared from now on by their identities.
+
+    Sound as a key: the table keeps `value`, whose items are then alive, so
+    no other object can have their identities while the key is in it; the
+    same identities are the same objects. One object for the tuple of every
+    node with the same weights, storage or fabrics: fewer objects for the
+    collector to walk.
+    """
+    _ITEMS.add(identities, value)
+    return value
+
+
 #: The most values a table of shared values holds, and the most bytes of
 #: memory their keys and values take (a peer chooses them: a fabric's texts
 #: can be megabytes, a tuple can hold a hundred thousand numbers). A table
@@ -444,6 +457,8 @@ class _Interned(dict[tuple[object, ...], object]):
 _MAPS = _Interned()
 _TUPLES = _Interned()
 _MAPS_get = _MAPS.get
+# The tuples of shared values (a node's weights), by their items' identities.
+_ITEMS = _Interned()
 
 
 class _Namespace:
@@ -468,6 +483,9 @@ class _Namespace:
             "_TUPLES": _TUPLES,
             # A table's lookup bound once: a global's load, not a method's per value.
             "_TUPLES_get": _TUPLES.get,
+            "_items": _items,
+            "_ITEMS": _ITEMS,
+            "_ITEMS_get": _ITEMS.get,
             "_new": object.__new__,
             "_repeat": itertools.repeat,
         }
@@ -674,15 +692,44 @@ class StructureGen:
         before: a repeated field of a value not itself shared (a GPU's NVLink
         peers, a shard's GPUs) is one tuple for every value that has it.
         """
-        if not (self.backend.shares_values and type(rule) is rules.Repeated):
+        if not (self.backend.shares_values and expr.startswith("tuple(")):
             return []
-        if not expr.startswith("tuple("):
-            return []
-        return [
-            f"{indent}{local} = _TUPLES_get(_t := {expr})",
-            f"{indent}if {local} is None:",
-            f"{indent}    {local} = _tuple(_t)",
-        ]
+        if type(rule) is rules.Repeated:
+            return [
+                f"{indent}{local} = _TUPLES_get(_t := {expr})",
+                f"{indent}if {local} is None:",
+                f"{indent}    {local} = _tuple(_t)",
+            ]
+        if type(rule) is rules.Messages and not rule.context and self.shares(rule.domain):
+            # Its items are shared values (a node's weights, storage, fabrics):
+            # the same items, the same tuple, found by their identities (`_items`).
+            return [
+                f"{indent}{local} = _ITEMS_get(_k := tuple(map(id, _t := {expr})))",
+                f"{indent}if {local} is None:",
+                f"{indent}    {local} = _items(_k, _t)",
+            ]
+        return []
+
+    def shares(self, domain: type) -> bool:
+        """Whether a value of `domain` is a table's shared value as it is built (`interned`).
+
+        Values of scalars alone are; with a backend that `shares_values`,
+        values of tuples and maps too. Never a value with a secret, nor one
+        built by a hook or by anything but `built`'s positional slot stores.
+        """
+        rules_ = self.ns.pairs[domain].rules
+        kinds: tuple[type, ...] = (
+            (rules.Scalar, rules.Repeated, rules.StrMap)
+            if self.backend.shares_values
+            else (rules.Scalar,)
+        )
+        return (
+            domain not in self.ns.hooks.structure
+            and all(type(rule) in kinds for rule in rules_)
+            and not any(owner is domain for owner, _ in SECRET_ATTRIBUTES)
+            and _positional(domain, [rule.attr for rule in rules_])
+            and _settable(domain)
+        )
 
     def built(
         self, domain: type, var: str, indent: str, ready: list[str] | None = None
@@ -748,15 +795,10 @@ class StructureGen:
         but by `is`. A value with a secret is never kept in a table: it lives
         no longer than its message.
         """
+        if not self.shares(domain):
+            return None
         rules_ = self.ns.pairs[domain].rules
         shares = self.backend.shares_values
-        kinds: tuple[type, ...] = (
-            (rules.Scalar, rules.Repeated, rules.StrMap) if shares else (rules.Scalar,)
-        )
-        if not all(type(rule) in kinds for rule in rules_):
-            return None
-        if any(owner is domain for owner, _ in SECRET_ATTRIBUTES):
-            return None
         counted = dict(self.reads)
         reads: list[str] = []
         if shares:

@@ -73,10 +73,42 @@ def test_equal_values_of_one_registration_and_of_the_next_are_one_object() -> No
     for shard, next_shard in zip(first.shards, second.shards, strict=True):
         assert shard.compute is next_shard.compute
         assert shard.gpu_indices is next_shard.gpu_indices or not shard.gpu_indices
+    # The tuples of shared values too: the same weights, storage and fabrics, one tuple.
+    assert first.node.weights is second.node.weights
+    assert first.node.storage is second.node.storage
+    assert first.node.fabrics is second.node.fabrics
     # What each registration owns: itself, its node, its GPUs, its shards and their tuples.
     own = _tracked_own(second, first)
     gpus, shards = len(second.node.gpus), len(second.shards)
-    assert len(own) <= 2 + gpus + shards + 5, sorted({type(o).__name__ for o in own})
+    assert len(own) <= 2 + gpus + shards + 2, sorted({type(o).__name__ for o in own})
+
+
+def test_a_tuple_of_shared_values_is_shared_only_with_the_same_values_in_order() -> None:
+    value = sample_registration()
+    weights = value.node.weights
+    assert len(weights) >= 2
+    other = attrs.evolve(weights[0], path="/models/another")
+    ways = [weights, weights[::-1], (weights[0], other), weights[:1]]
+    decoded = [
+        decode(encode(Registration(attrs.evolve(value.node, weights=w))), Registration).node.weights
+        for w in ways
+    ]
+    assert decoded == ways
+    assert len({id(w) for w in decoded}) == len(ways)
+
+
+def test_a_tuple_of_shared_values_is_its_values_after_their_table_starts_again() -> None:
+    """Found by its items' identities: never the tuple of other items that had the same."""
+    value = sample_registration()
+    weights_table = compiled_upb().structure[GPU].__globals__["_interned_LocalWeights"]
+    for n in range(50):
+        weights = tuple(attrs.evolve(w, path=f"/models/{n}{w.path}") for w in value.node.weights)
+        node = attrs.evolve(value.node, weights=weights)
+        assert decode(encode(Registration(node)), Registration).node.weights == weights
+        if n % 2:
+            # The items are then held by their tuple's table alone, or freed with it.
+            weights_table.reset()
+        gc.collect()
 
 
 def test_unequal_values_are_not_shared() -> None:
