@@ -16,30 +16,31 @@ grpcio-health-checking's servicer, without its generated code, which
 demands the newest protobuf runtime of its release (7.35.1 for grpcio
 1.84) and would force it on every service that depends on the library.
 Anyone who can connect may ask, before any registration: each `Watch` is
-counted against the server's side calls (`ServerLimits.max_side_calls`, and
-a peer's share of them) and ends after `ServerLimits.side_call_lifetime`,
-so that neither a flood of watches nor one held forever keeps a connection
-from being closed when idle.
+a side call (`_sidecalls.SideCall`), counted against the server's side calls
+(`ServerLimits.max_side_calls`, and a peer's share of them) and ended after
+`ServerLimits.side_call_lifetime`, so that neither a flood of watches nor
+one held forever keeps a connection from being closed when idle.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 import grpc.aio
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from llmgw_wire.codec._guard import serializer
-from llmgw_wire.stream._peers import Shares, peer_of_call
+from llmgw_wire.stream._sidecalls import OVER, SideCall
+
+if TYPE_CHECKING:
+    from llmgw_wire.stream._peers import Shares
 
 __all__ = [
     "HEALTH_FILE",
     "HEALTH_SERVICE",
-    "TOO_MANY_SIDE_CALLS",
     "Health",
-    "admit_side_call",
     "health_messages",
 ]
 
@@ -98,25 +99,6 @@ def _health_file() -> descriptor_pb2.FileDescriptorProto:
         )
     service.method[2].server_streaming = True  # Watch
     return file
-
-
-#: The details of a side call (a health `Watch`, reflection) refused for the
-#: server's budget of them, or its peer's share.
-TOO_MANY_SIDE_CALLS: Final = {
-    "server": "too many health and reflection calls open on this server",
-    "peer": "too many health and reflection calls open from this peer",
-}
-
-
-async def admit_side_call(
-    calls: Shares[object] | None, context: grpc.aio.ServicerContext[Any, Any]
-) -> None:
-    """Count the call of `context` against `calls`, or end it with RESOURCE_EXHAUSTED."""
-    if calls is None:
-        return
-    over = calls.enter(context, peer_of_call(context))
-    if over is not None:
-        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, TOO_MANY_SIDE_CALLS[over])
 
 
 #: grpc's `grpc/health/v1/health.proto`, as a descriptor: what the service
@@ -240,16 +222,12 @@ class Health:
 
         It ends, with OK, after the lifetime of side calls: its client watches again.
         """
-        await admit_side_call(self._calls, context)
-        try:
-            await self._watch(request.service, context)
-        finally:
-            if self._calls is not None:
-                self._calls.leave(context)
+        async with SideCall(self._calls, context, self._lifetime) as call:
+            await self._watch(request.service, context, call)
 
-    async def _watch(self, service: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        loop = asyncio.get_running_loop()
-        until = None if self._lifetime is None else loop.time() + self._lifetime
+    async def _watch(
+        self, service: str, context: grpc.aio.ServicerContext[Any, Any], call: SideCall
+    ) -> None:
         sent = None
 
         def news() -> bool:
@@ -257,10 +235,7 @@ class Health:
 
         while True:
             async with self._changed:
-                try:
-                    left = None if until is None else max(0.0, until - loop.time())
-                    await asyncio.wait_for(self._changed.wait_for(news), left)
-                except asyncio.TimeoutError:
+                if await call.wait(lambda: self._changed.wait_for(news)) is OVER:
                     return
                 status = self._status.get(service, _UNKNOWN)
             if status != sent:
