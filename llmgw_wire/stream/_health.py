@@ -8,8 +8,9 @@ the control plane says it should not be served (a standby that is not the
 leader); while NOT_SERVING it also refuses new agent streams with
 UNAVAILABLE, so that an agent moves on to its next address.
 
-The service's two messages are built here from grpc's `health.proto`
-(`HEALTH_FILE`, field for field; the tests compare it with the
+The service's messages are built here from grpc's own `health.proto`
+(grpc-proto's `grpc/health/v1/health.proto`, which `make gen` compiles into
+`_gen/grpc_health_v1.binpb`: `HEALTH_FILE`; the tests compare it with the
 grpcio-health-checking package's), in a descriptor pool of their own, and
 served through grpc's generic handlers: the same bytes on the wire as
 grpcio-health-checking's servicer, without its generated code, which
@@ -25,6 +26,7 @@ one held forever keeps a connection from being closed when idle.
 from __future__ import annotations
 
 import asyncio
+from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
 
 import grpc
@@ -49,55 +51,9 @@ HEALTH_SERVICE: Final = "grpc.health.v1.Health"
 
 
 def _health_file() -> descriptor_pb2.FileDescriptorProto:
-    # grpc/health/v1/health.proto of grpc-proto, without its options for other languages.
-    file = descriptor_pb2.FileDescriptorProto(
-        name="grpc/health/v1/health.proto", package="grpc.health.v1", syntax="proto3"
-    )
-    field = descriptor_pb2.FieldDescriptorProto
-    request = file.message_type.add(name="HealthCheckRequest")
-    request.field.add(name="service", number=1, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
-    response = file.message_type.add(name="HealthCheckResponse")
-    response.field.add(
-        name="status",
-        number=1,
-        label=field.LABEL_OPTIONAL,
-        type=field.TYPE_ENUM,
-        type_name=".grpc.health.v1.HealthCheckResponse.ServingStatus",
-    )
-    status = response.enum_type.add(name="ServingStatus")
-    for number, name in enumerate(("UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN")):
-        status.value.add(name=name, number=number)
-    file.message_type.add(name="HealthListRequest")
-    listed = file.message_type.add(name="HealthListResponse")
-    listed.field.add(
-        name="statuses",
-        number=1,
-        label=field.LABEL_REPEATED,
-        type=field.TYPE_MESSAGE,
-        type_name=".grpc.health.v1.HealthListResponse.StatusesEntry",
-    )
-    entry = listed.nested_type.add(name="StatusesEntry")
-    entry.options.map_entry = True
-    entry.field.add(name="key", number=1, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
-    entry.field.add(
-        name="value",
-        number=2,
-        label=field.LABEL_OPTIONAL,
-        type=field.TYPE_MESSAGE,
-        type_name=".grpc.health.v1.HealthCheckResponse",
-    )
-    service = file.service.add(name="Health")
-    for method, takes, gives in (
-        ("Check", "HealthCheckRequest", "HealthCheckResponse"),
-        ("List", "HealthListRequest", "HealthListResponse"),
-        ("Watch", "HealthCheckRequest", "HealthCheckResponse"),
-    ):
-        service.method.add(
-            name=method,
-            input_type=f".grpc.health.v1.{takes}",
-            output_type=f".grpc.health.v1.{gives}",
-        )
-    service.method[2].server_streaming = True  # Watch
+    # grpc-proto's grpc/health/v1/health.proto, compiled by `make gen` (scripts/gen.py).
+    data = resources.files("llmgw_wire._gen").joinpath("grpc_health_v1.binpb").read_bytes()
+    (file,) = descriptor_pb2.FileDescriptorSet.FromString(data).file
     return file
 
 
