@@ -56,7 +56,8 @@ format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-## gen: regenerate the wire layer from proto/
+## gen: regenerate the wire layer from proto/ (and the health service's descriptor
+## from grpc's health.proto, in third_party/grpc-proto/)
 gen: $(STAMP)
 	$(BIN)/python scripts/gen.py
 

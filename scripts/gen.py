@@ -8,6 +8,11 @@ Two artefacts come from the schema, both into `llmgw_wire/_gen/`:
   byte codec builds its message classes at import time and against which the
   compatibility checker compares.
 
+A third comes from grpc's `grpc/health/v1/health.proto`, copied unchanged into
+`third_party/grpc-proto/` (it is not part of the schema): `grpc_health_v1.binpb`,
+the file as a `FileDescriptorSet`, from which the health service builds its
+messages.
+
 Usage: `python scripts/gen.py` writes them; `python scripts/gen.py --check`
 generates into a temporary folder and fails, listing the differences, when the
 committed copy is not what the schema gives.
@@ -27,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO = ROOT / "proto"
 GEN = ROOT / "llmgw_wire" / "_gen"
 DESCRIPTOR_SET = "llmgw_v1.binpb"
+GRPC_PROTO = ROOT / "third_party" / "grpc-proto"
+HEALTH_PROTO = "grpc/health/v1/health.proto"
+HEALTH_SET = "grpc_health_v1.binpb"
 # Messages only: no service stubs, so that the wire classes import no grpclib (the
 # stream runs on grpc.aio; grpclib peers use `llmgw_wire.stream.grpclib_codec`).
 PLUGIN_OPTIONS = "client_generation=none,server_generation=none"
@@ -70,6 +78,18 @@ def generate(out: Path) -> None:
         check=True,
         cwd=PROTO,
     )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            f"-I{GRPC_PROTO}",
+            f"--descriptor_set_out={out / HEALTH_SET}",
+            HEALTH_PROTO,
+        ],
+        check=True,
+        cwd=GRPC_PROTO,
+    )
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -104,7 +124,7 @@ def main() -> int:
         generate(fresh)
         diffs = _differences(GEN, fresh)
     if diffs:
-        print("gen-check: the committed wire layer is not what `proto/` generates:")
+        print("gen-check: the committed wire layer is not what `proto/` and `third_party/` give:")
         for line in diffs:
             print(f"  llmgw_wire/_gen/{line}")
         print("Run `make gen` and commit the result.")

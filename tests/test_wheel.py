@@ -49,6 +49,7 @@ def test_the_wheel_carries_the_package_and_nothing_else(dist: Path) -> None:
         "llmgw_wire/_gen/llmgw/v1/__init__.py",
         "llmgw_wire/_gen/message_pool.py",
         "llmgw_wire/_gen/llmgw_v1.binpb",
+        "llmgw_wire/_gen/grpc_health_v1.binpb",
         "llmgw_wire/schemas/llmgw_v1-1.0.0.binpb",
         "llmgw_wire/schemas/llmgw_v1-1.0.0.mapping.json",
         "llmgw_wire/compat/deviations.json",

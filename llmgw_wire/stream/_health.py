@@ -8,38 +8,41 @@ the control plane says it should not be served (a standby that is not the
 leader); while NOT_SERVING it also refuses new agent streams with
 UNAVAILABLE, so that an agent moves on to its next address.
 
-The service's two messages are built here from grpc's `health.proto`
-(`HEALTH_FILE`, field for field; the tests compare it with the
+The service's messages are built here from grpc's own `health.proto`
+(grpc-proto's `grpc/health/v1/health.proto`, which `make gen` compiles into
+`_gen/grpc_health_v1.binpb`: `HEALTH_FILE`; the tests compare it with the
 grpcio-health-checking package's), in a descriptor pool of their own, and
 served through grpc's generic handlers: the same bytes on the wire as
 grpcio-health-checking's servicer, without its generated code, which
 demands the newest protobuf runtime of its release (7.35.1 for grpcio
 1.84) and would force it on every service that depends on the library.
 Anyone who can connect may ask, before any registration: each `Watch` is
-counted against the server's side calls (`ServerLimits.max_side_calls`, and
-a peer's share of them) and ends after `ServerLimits.side_call_lifetime`,
-so that neither a flood of watches nor one held forever keeps a connection
-from being closed when idle.
+a side call (`_sidecalls.SideCall`), counted against the server's side calls
+(`ServerLimits.max_side_calls`, and a peer's share of them) and ended after
+`ServerLimits.side_call_lifetime`, so that neither a flood of watches nor
+one held forever keeps a connection from being closed when idle.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from importlib import resources
+from typing import TYPE_CHECKING, Any, Final
 
 import grpc
 import grpc.aio
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from llmgw_wire.codec._guard import serializer
-from llmgw_wire.stream._peers import Shares, peer_of_call
+from llmgw_wire.stream._sidecalls import OVER, SideCall
+
+if TYPE_CHECKING:
+    from llmgw_wire.stream._peers import Shares
 
 __all__ = [
     "HEALTH_FILE",
     "HEALTH_SERVICE",
-    "TOO_MANY_SIDE_CALLS",
     "Health",
-    "admit_side_call",
     "health_messages",
 ]
 
@@ -48,75 +51,10 @@ HEALTH_SERVICE: Final = "grpc.health.v1.Health"
 
 
 def _health_file() -> descriptor_pb2.FileDescriptorProto:
-    # grpc/health/v1/health.proto of grpc-proto, without its options for other languages.
-    file = descriptor_pb2.FileDescriptorProto(
-        name="grpc/health/v1/health.proto", package="grpc.health.v1", syntax="proto3"
-    )
-    field = descriptor_pb2.FieldDescriptorProto
-    request = file.message_type.add(name="HealthCheckRequest")
-    request.field.add(name="service", number=1, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
-    response = file.message_type.add(name="HealthCheckResponse")
-    response.field.add(
-        name="status",
-        number=1,
-        label=field.LABEL_OPTIONAL,
-        type=field.TYPE_ENUM,
-        type_name=".grpc.health.v1.HealthCheckResponse.ServingStatus",
-    )
-    status = response.enum_type.add(name="ServingStatus")
-    for number, name in enumerate(("UNKNOWN", "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN")):
-        status.value.add(name=name, number=number)
-    file.message_type.add(name="HealthListRequest")
-    listed = file.message_type.add(name="HealthListResponse")
-    listed.field.add(
-        name="statuses",
-        number=1,
-        label=field.LABEL_REPEATED,
-        type=field.TYPE_MESSAGE,
-        type_name=".grpc.health.v1.HealthListResponse.StatusesEntry",
-    )
-    entry = listed.nested_type.add(name="StatusesEntry")
-    entry.options.map_entry = True
-    entry.field.add(name="key", number=1, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
-    entry.field.add(
-        name="value",
-        number=2,
-        label=field.LABEL_OPTIONAL,
-        type=field.TYPE_MESSAGE,
-        type_name=".grpc.health.v1.HealthCheckResponse",
-    )
-    service = file.service.add(name="Health")
-    for method, takes, gives in (
-        ("Check", "HealthCheckRequest", "HealthCheckResponse"),
-        ("List", "HealthListRequest", "HealthListResponse"),
-        ("Watch", "HealthCheckRequest", "HealthCheckResponse"),
-    ):
-        service.method.add(
-            name=method,
-            input_type=f".grpc.health.v1.{takes}",
-            output_type=f".grpc.health.v1.{gives}",
-        )
-    service.method[2].server_streaming = True  # Watch
+    # grpc-proto's grpc/health/v1/health.proto, compiled by `make gen` (scripts/gen.py).
+    data = resources.files("llmgw_wire._gen").joinpath("grpc_health_v1.binpb").read_bytes()
+    (file,) = descriptor_pb2.FileDescriptorSet.FromString(data).file
     return file
-
-
-#: The details of a side call (a health `Watch`, reflection) refused for the
-#: server's budget of them, or its peer's share.
-TOO_MANY_SIDE_CALLS: Final = {
-    "server": "too many health and reflection calls open on this server",
-    "peer": "too many health and reflection calls open from this peer",
-}
-
-
-async def admit_side_call(
-    calls: Shares[object] | None, context: grpc.aio.ServicerContext[Any, Any]
-) -> None:
-    """Count the call of `context` against `calls`, or end it with RESOURCE_EXHAUSTED."""
-    if calls is None:
-        return
-    over = calls.enter(context, peer_of_call(context))
-    if over is not None:
-        await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, TOO_MANY_SIDE_CALLS[over])
 
 
 #: grpc's `grpc/health/v1/health.proto`, as a descriptor: what the service
@@ -240,16 +178,12 @@ class Health:
 
         It ends, with OK, after the lifetime of side calls: its client watches again.
         """
-        await admit_side_call(self._calls, context)
-        try:
-            await self._watch(request.service, context)
-        finally:
-            if self._calls is not None:
-                self._calls.leave(context)
+        async with SideCall(self._calls, context, self._lifetime) as call:
+            await self._watch(request.service, context, call)
 
-    async def _watch(self, service: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
-        loop = asyncio.get_running_loop()
-        until = None if self._lifetime is None else loop.time() + self._lifetime
+    async def _watch(
+        self, service: str, context: grpc.aio.ServicerContext[Any, Any], call: SideCall
+    ) -> None:
         sent = None
 
         def news() -> bool:
@@ -257,10 +191,7 @@ class Health:
 
         while True:
             async with self._changed:
-                try:
-                    left = None if until is None else max(0.0, until - loop.time())
-                    await asyncio.wait_for(self._changed.wait_for(news), left)
-                except asyncio.TimeoutError:
+                if await call.wait(lambda: self._changed.wait_for(news)) is OVER:
                     return
                 status = self._status.get(service, _UNKNOWN)
             if status != sent:

@@ -23,6 +23,7 @@ __all__ = [
     "LINES_PER_MINUTE",
     "LINES_PER_MINUTE_PER_PEER",
     "LINE_BUDGET",
+    "WARNING_LINES_PER_MINUTE",
     "EscapingFilter",
     "FirstLines",
     "LineBudget",
@@ -172,9 +173,11 @@ current_peer: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "llmgw_wire_stream_peer", default=None
 )
 
-#: Lines a minute that the peers of the stream may cause, all of them together.
+#: INFO lines a minute that the peers of the stream may cause, all of them together.
 LINES_PER_MINUTE: Final = 240
-#: Of those, the lines a minute one peer may cause.
+#: Lines at WARNING and above a minute that they may cause, a budget of their own.
+WARNING_LINES_PER_MINUTE: Final = 240
+#: Lines a minute, at any level, that one peer may cause.
 LINES_PER_MINUTE_PER_PEER: Final = 60
 # Peers whose own budget is remembered; past them the oldest is forgotten
 # (the budget of all of them together still holds).
@@ -199,14 +202,20 @@ class _Bucket:
 
 
 class LineBudget(logging.Filter):
-    """Bounds the lines peers cause: `per_minute` in all, `per_peer` from one peer.
+    """Bounds the lines peers cause a minute: from one peer, and from all of them at each level.
 
     A line counts when it is logged in a call of the control plane
     (`current_peer` is set), at INFO or above: a line a peer can cause by
-    opening calls and sending what it likes. Lines over the budget are
-    dropped and counted; the next line let through is preceded by one that
-    says how many were held back. Lines outside any call (the server's own,
-    an agent's) and debug lines (asked for) are not counted.
+    opening calls and sending what it likes. Each counts against its peer's
+    budget, `per_peer` lines a minute whatever their level, and against the
+    budget of all peers for its level: `per_minute` INFO lines, and
+    `warnings_per_minute` lines at WARNING and above. So INFO lines
+    ("connected", "ended") from a storm of agents spend their own budget and
+    cannot hold back the warnings and errors (a refusal, a failed `handle`)
+    of others. Lines over a budget are dropped and counted; the next line
+    let through is preceded by a WARNING that says how many were held back
+    (it counts against no budget). Lines outside any call (the server's
+    own, an agent's) and debug lines (asked for) are not counted.
     """
 
     def __init__(
@@ -214,16 +223,20 @@ class LineBudget(logging.Filter):
         per_minute: int = LINES_PER_MINUTE,
         per_peer: int = LINES_PER_MINUTE_PER_PEER,
         clock: Callable[[], float] = time.monotonic,
+        warnings_per_minute: int = WARNING_LINES_PER_MINUTE,
     ) -> None:
         super().__init__()
         self._clock = clock
         self._per_minute = per_minute
+        self._warnings_per_minute = warnings_per_minute
         self._per_peer = per_peer
         self.reset()
 
     def reset(self) -> None:
         """Start afresh: every budget full, nothing held back."""
-        self._all = _Bucket(self._per_minute, self._clock())
+        now = self._clock()
+        self._info = _Bucket(self._per_minute, now)
+        self._warnings = _Bucket(self._warnings_per_minute, now)
         self._peers: dict[str, _Bucket] = {}
         #: Lines held back since the last one let through.
         self.held = 0
@@ -243,13 +256,14 @@ class LineBudget(logging.Filter):
             if len(self._peers) >= _PEERS_AT_MOST:
                 del self._peers[next(iter(self._peers))]
         self._peers[peer] = bucket
+        shared = self._warnings if record.levelno >= logging.WARNING else self._info
         # Both budgets must have room: a flood from one peer leaves the rest to others.
-        if not (bucket.has(now) and self._all.has(now)):
+        if not (bucket.has(now) and shared.has(now)):
             self.held += 1
             self.suppressed += 1
             return False
         bucket.tokens -= 1.0
-        self._all.tokens -= 1.0
+        shared.tokens -= 1.0
         if self.held:
             held, self.held = self.held, 0
             line = logging.LogRecord(
@@ -257,9 +271,9 @@ class LineBudget(logging.Filter):
                 logging.WARNING,
                 record.pathname,
                 record.lineno,
-                "held back %d lines of the stream's log (over the budget of %d a minute, "
-                "%d from one peer)",
-                (held, self._per_minute, self._per_peer),
+                "held back %d lines of the stream's log (over the budgets of %d a minute "
+                "at INFO, %d at WARNING and above, %d from one peer)",
+                (held, self._per_minute, self._warnings_per_minute, self._per_peer),
                 None,
             )
             line._held_back_line = True

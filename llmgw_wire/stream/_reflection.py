@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from google.protobuf import descriptor_pb2, descriptor_pool
 
-from llmgw_wire.stream._health import HEALTH_FILE, admit_side_call
+from llmgw_wire.stream._health import HEALTH_FILE
+from llmgw_wire.stream._sidecalls import OVER, SideCall
 from llmgw_wire.v1.redaction import descriptor_set
 
 if TYPE_CHECKING:
@@ -54,21 +54,15 @@ def serve_reflection(
         async def ServerReflectionInfo(  # noqa: N802 (the service's method)
             self, requests: Any, context: grpc.aio.ServicerContext[Any, Any]
         ) -> AsyncIterator[Any]:
-            await admit_side_call(calls, context)
-            answers = super().ServerReflectionInfo(requests, context)
-            loop = asyncio.get_running_loop()
-            until = None if lifetime is None else loop.time() + lifetime
-            try:
-                while True:
-                    left = None if until is None else max(0.0, until - loop.time())
-                    try:
-                        yield await asyncio.wait_for(answers.__anext__(), left)
-                    except (StopAsyncIteration, asyncio.TimeoutError):
-                        return
-            finally:
-                await answers.aclose()
-                if calls is not None:
-                    calls.leave(context)
+            async with SideCall(calls, context, lifetime) as call:
+                answers = super().ServerReflectionInfo(requests, context)
+                try:
+                    while (answer := await call.wait(answers.__anext__)) is not OVER:
+                        yield answer
+                except StopAsyncIteration:
+                    return
+                finally:
+                    await answers.aclose()
 
     servicer = Counted((*services, reflection.SERVICE_NAME), pool=pool)
     reflection_pb2_grpc.add_ServerReflectionServicer_to_server(servicer, server)

@@ -158,8 +158,9 @@ def test_reflection_describes_the_agent_stream_to_a_reflection_client() -> None:
 
 
 def test_the_served_health_proto_is_grpc_s() -> None:
-    # The library builds the messages itself; grpcio-health-checking ships
-    # grpc's own compiled copy of the same file (under another file name).
+    # The library compiles grpc-proto's health.proto itself (`make gen`);
+    # grpcio-health-checking ships grpc's own compiled copy of the same file
+    # (under another file name), which grpc's health client uses.
     from google.protobuf import descriptor_pb2
 
     from llmgw_wire.stream._health import HEALTH_FILE
@@ -167,8 +168,20 @@ def test_the_served_health_proto_is_grpc_s() -> None:
     grpcs = descriptor_pb2.FileDescriptorProto.FromString(health_pb2.DESCRIPTOR.serialized_pb)
     assert grpcs.name == "grpc_health/v1/health.proto"
     grpcs.name = HEALTH_FILE.name
-    grpcs.ClearField("options")  # for other languages: Java's package, Go's, ...
-    assert grpcs == HEALTH_FILE, HEALTH_FILE
+    ours = descriptor_pb2.FileDescriptorProto()
+    ours.CopyFrom(HEALTH_FILE)
+    # protoc's descriptor sets name each field's JSON name; grpc's module leaves
+    # it out, for the runtime to derive: the same name either way.
+    pending = [(ours.package, message) for message in ours.message_type]
+    while pending:
+        prefix, message = pending.pop()
+        full = f"{prefix}.{message.name}"
+        pending += [(full, nested) for nested in message.nested_type]
+        derived = health_pb2.DESCRIPTOR.pool.FindMessageTypeByName(full).fields_by_name
+        for field in message.field:
+            assert field.json_name == derived[field.name].json_name, (full, field.name)
+            field.ClearField("json_name")
+    assert ours == grpcs, ours
 
 
 def test_the_standard_request_bytes_are_answered_with_the_standard_response_bytes() -> None:

@@ -84,7 +84,7 @@ def test_the_line_budget_keeps_a_share_for_each_peer_and_says_what_it_held_back(
         assert [r.getMessage() for r in caplog.records][:5] == [
             *(f"line {n} from flood" for n in range(4)),
             "held back 96 lines of the stream's log "
-            "(over the budget of 10 a minute, 4 from one peer)",
+            "(over the budgets of 10 a minute at INFO, 240 at WARNING and above, 4 from one peer)",
         ]
         assert sum("from agent" in r.getMessage() for r in caplog.records) == 3
         assert sum("from None" in r.getMessage() for r in caplog.records) == 50
@@ -93,5 +93,49 @@ def test_the_line_budget_keeps_a_share_for_each_peer_and_says_what_it_held_back(
         caplog.clear()
         lines_from("flood", 1)
         assert [r.getMessage() for r in caplog.records] == ["line 0 from flood"]
+    finally:
+        logger.removeFilter(budget)
+
+
+def test_info_lines_from_many_peers_cannot_hold_back_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A connect storm: each agent's "connected" at INFO; then a refusal, at WARNING."""
+    import logging
+
+    from llmgw_wire.stream._logs import LineBudget, current_peer
+
+    now = [0.0]
+    logger = logging.getLogger("tests.line_budget_levels")
+    budget = LineBudget(per_minute=10, per_peer=4, warnings_per_minute=5, clock=lambda: now[0])
+    logger.addFilter(budget)
+    caplog.set_level(logging.INFO, logger="tests.line_budget_levels")
+
+    def line(peer: str, level: int, text: str) -> None:
+        token = current_peer.set(peer)
+        try:
+            logger.log(level, "%s %s", peer, text)
+        finally:
+            current_peer.reset(token)
+
+    try:
+        for number in range(1000):
+            line(f"agent-{number}", logging.INFO, "connected")
+        assert sum("connected" in r.getMessage() for r in caplog.records) == 10
+        line("agent-late", logging.INFO, "connected")  # the INFO budget stays spent
+        line("agent-refused", logging.WARNING, "refused: not serving")
+        line("agent-failed", logging.ERROR, "handling failed")
+        assert [r.getMessage() for r in caplog.records][10:] == [
+            "held back 991 lines of the stream's log "
+            "(over the budgets of 10 a minute at INFO, 5 at WARNING and above, 4 from one peer)",
+            "agent-refused refused: not serving",
+            "agent-failed handling failed",
+        ]
+        # Warnings from many peers are bounded too, by their own budget.
+        caplog.clear()
+        for number in range(100):
+            line(f"agent-{number}", logging.WARNING, "refused")
+        assert sum(r.getMessage().endswith(" refused") for r in caplog.records) == 3
+        assert budget.suppressed == 991 + 97
     finally:
         logger.removeFilter(budget)
