@@ -18,8 +18,8 @@ import grpc
 import grpc.aio
 import pytest
 
-from llmgw_wire import GPU, Heartbeat, Node, Registration, ShardCommand
-from llmgw_wire.codec.envelope import encode_envelope
+from llmgw_wire import GPU, DecodeError, Heartbeat, Node, Registration, ShardCommand
+from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
     ControlPlane,
@@ -132,14 +132,59 @@ def test_a_first_message_that_does_not_decode_is_refused_at_once_with_the_reason
     run(main)
 
 
+@contextlib.asynccontextmanager
+async def corrupting(server: Server, old: bytes, new: bytes) -> AsyncIterator[str]:
+    """A loopback relay to `server` that replaces `old` with `new` (as long) in what agents send.
+
+    What the agent's session sends whole reaches the control plane as bytes
+    no session would send: a peer in the middle, not the session's call.
+    """
+    assert len(old) == len(new)
+
+    async def pipe(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rewrite: bool
+    ) -> None:
+        kept = b""  # the end of what was read, if `old` may go on from it
+        try:
+            while data := await reader.read(65536):
+                if rewrite:
+                    data = (kept + data).replace(old, new)
+                    begun = next(n for n in range(len(old) - 1, -1, -1) if data.endswith(old[:n]))
+                    data, kept = data[: len(data) - begun], data[len(data) - begun :]
+                writer.write(data)
+                await writer.drain()
+            writer.write(kept)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", server.port)
+        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
+
+    relay_server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    port = relay_server.sockets[0].getsockname()[1]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        relay_server.close()
+
+
 def test_an_agent_sees_its_unreadable_registration_as_message_rejected() -> None:
+    registration = Registration(node=Node(id="unreadable-node"))
+    # Its node id, with a last byte that is not UTF-8.
+    old, new = b"unreadable-node", b"unreadable-nod\xff"
+    with pytest.raises(DecodeError) as unreadable:
+        decode_envelope(encode_envelope(registration).replace(old, new), AGENT_MESSAGE)
+
     async def main() -> None:
         async with serving(Plane(read_to_the_end)) as server:
-            async with connect(target(server)) as session:
-                await session._client_call.write(BAD)
+            async with corrupting(server, old, new) as address, connect(address) as session:
+                await session.send(registration)
                 with pytest.raises(MessageRejected) as error:
                     await session.recv(timeout=WAIT)
-            assert error.value.details.endswith(BAD_REASON)
+            assert error.value.details == f"{UNREADABLE_BEFORE_REGISTRATION}: {unreadable.value}"
 
     run(main)
 
