@@ -149,6 +149,7 @@ async def corrupting(server: Server, old: bytes, new: bytes) -> AsyncIterator[st
             while data := await reader.read(65536):
                 if rewrite:
                     data = (kept + data).replace(old, new)
+                    # The longest end of `data` that begins `old` waits for the next read.
                     begun = next(n for n in range(len(old) - 1, -1, -1) if data.endswith(old[:n]))
                     data, kept = data[: len(data) - begun], data[len(data) - begun :]
                 writer.write(data)
@@ -451,7 +452,7 @@ def test_a_half_close_is_a_half_close_and_a_cancellation_is_not() -> None:
                 async with raw_agent(server) as call:
                     await call.write(encode_envelope(sample_registration()))
                     await call.write(encode_envelope(Heartbeat("gpu-node-017")))
-                    # Cancelled mid-stream: once `handle` reads it.
+                    # Cancelled mid-stream: once `handle` has the call and its registration.
                     await plane.registered()
                     call.cancel()
                 assert await asyncio.wait_for(plane.ends.get(), WAIT) in ("lost", "cancelled")
