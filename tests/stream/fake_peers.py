@@ -35,6 +35,8 @@ class Http2Fake:
     def __init__(self, status: int | None) -> None:
         self.status = status
         self.requests = 0
+        #: Set once a request has come.
+        self.requested = asyncio.Event()
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._writers: list[asyncio.StreamWriter] = []
@@ -69,6 +71,7 @@ class Http2Fake:
                 for event in connection.receive_data(data):
                     if isinstance(event, h2.events.RequestReceived):
                         self.requests += 1
+                        self.requested.set()
                         self._answer(connection, event.stream_id)
                     elif isinstance(event, h2.events.DataReceived) and self.status is not None:
                         connection.acknowledge_received_data(

@@ -4,18 +4,21 @@ from a leaving one, a graceful leave, true statuses, a command not run made know
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
+import grpc.aio
 import pytest
 
 from llmgw_wire import Ack, Heartbeat, Registration, ShardReport, State
 from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.errors import StatusCode
 from llmgw_wire.stream import (
+    CONNECT_ROUTE,
     REFUSED_COMMAND,
     AgentSession,
     Backoff,
@@ -26,8 +29,10 @@ from llmgw_wire.stream import (
     PermissionDenied,
     StreamError,
     _server,
+    add_to_server,
     connect,
     keep_connected,
+    server_options,
 )
 from llmgw_wire.stream._agent import _Pace, own_fault
 from llmgw_wire.stream._logs import BAD_MESSAGE_LOG_INTERVAL
@@ -44,7 +49,7 @@ from tests.stream.test_stream import WAIT, Recording, raw_agent, serving, target
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -222,6 +227,48 @@ def test_stop_is_honoured_while_connecting() -> None:
     run(main)
 
 
+class Contexts(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """An application's interceptor that keeps the context of each agent stream, in order.
+
+    What a `handle` writes through one reaches the agent as it is: bytes that
+    no session would send.
+    """
+
+    def __init__(self) -> None:
+        self.contexts: asyncio.Queue[grpc.aio.ServicerContext[bytes, bytes]] = asyncio.Queue()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if details.method != CONNECT_ROUTE:
+            return handler
+        contexts = self.contexts
+
+        async def serve(requests: object, context: Any) -> AsyncIterator[bytes]:
+            contexts.put_nowait(context)
+            async for response in handler.stream_stream(requests, context):
+                yield response
+
+        return grpc.stream_stream_rpc_method_handler(serve)
+
+
+@contextlib.asynccontextmanager
+async def serving_with(interceptor: Any, plane: ControlPlane) -> AsyncIterator[str]:
+    """`plane` on a server of the test's own, with `interceptor`: the target."""
+    server = grpc.aio.server(interceptors=[interceptor], options=server_options())
+    service = add_to_server(plane, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await service.stop(grace=None)
+        await server.stop(None)
+
+
 # A StartShard that protobuf reads and the domain cannot hold: a timeout
 # beyond what a timedelta holds.
 BAD_START = bytes(
@@ -238,16 +285,19 @@ def test_a_bad_message_under_policy_end_ends_one_round_not_the_agent() -> None:
     export = pytest.importorskip("opentelemetry.sdk.metrics.export")
     reader = export.InMemoryMetricReader()
 
+    calls = Contexts()
+
     async def bad(session: ControlSession) -> None:
-        await session._call.write(BAD_START)
+        context = calls.contexts.get_nowait()  # the first call's
+        await context.write(BAD_START)
 
     async def main() -> None:
         plane = Ending(bad)
         stop = asyncio.Event()
-        async with serving(plane) as server:
+        async with serving_with(calls, plane) as address:
             agent = asyncio.ensure_future(
                 keep_connected(
-                    target(server),
+                    address,
                     sample_registration,
                     read_all,
                     stop=stop,
@@ -277,12 +327,15 @@ def test_a_bad_message_under_policy_end_ends_one_round_not_the_agent() -> None:
 
 
 def test_a_start_shard_the_agent_cannot_decode_is_reported_failed() -> None:
+    calls = Contexts()
+
     async def bad(session: ControlSession) -> None:
-        await session._call.write(BAD_START)
+        context = calls.contexts.get_nowait()  # the one call's
+        await context.write(BAD_START)
 
     async def main() -> None:
         plane = Ending(bad)
-        async with serving(plane) as server, connect(target(server)) as session:
+        async with serving_with(calls, plane) as address, connect(address) as session:
             await session.send(sample_registration())
             assert isinstance(await session.recv(timeout=WAIT), Ack)
             await plane.wait(lambda: bool(plane.received))

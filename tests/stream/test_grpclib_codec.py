@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import grpclib.client
@@ -139,9 +140,11 @@ class _Adopting:
 
 async def _serve() -> tuple[grpclib.server.Server, int]:
     server = grpclib.server.Server([_Adopting()], codec=WireCodec())
-    await server.start("127.0.0.1", 0)
-    listening: Any = server._server
-    port: int = listening.sockets[0].getsockname()[1]
+    # A socket of the test's own: its port is known without the server's private parts.
+    listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listening.bind(("127.0.0.1", 0))
+    port: int = listening.getsockname()[1]
+    await server.start(sock=listening)
     return server, port
 
 

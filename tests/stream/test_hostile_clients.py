@@ -477,22 +477,37 @@ def test_the_large_message_slot_goes_to_peers_in_turn() -> None:
 def test_a_registration_that_arrived_keeps_its_deadline_while_it_waits_to_be_decoded() -> None:
     """Another peer's flood holds the decode slot past the deadline: the agent still registers."""
     large = sample_large_registration(2048)  # 459 kB: decoded in the slot
+    # A deadline the registration's bytes arrive well within, even on a busy machine.
+    deadline = 4.0
+
+    class Watching(Acking):
+        """Acks each registration; hands over each session as its `handle` starts."""
+
+        def __init__(self) -> None:
+            self.sessions: asyncio.Queue[ControlSession] = asyncio.Queue()
+
+        async def handle(self, session: ControlSession) -> None:
+            self.sessions.put_nowait(session)
+            await super().handle(session)
 
     async def main() -> None:
-        plane = Acking()
-        # A deadline the registration's bytes arrive well within, even on a busy machine.
-        async with serving(plane, registration_timeout=3.0) as server:
+        plane = Watching()
+        async with serving(plane, registration_timeout=deadline) as server:
             turns = decode_turns()
             await turns.acquire("a flood")  # another peer's decode, holding the slot
             try:
                 agent = asyncio.ensure_future(_registered(target(server), large))
-                session = await _session_arriving(server)
-                # The deadline has passed while its registration waited.
-                while session._late is None:
-                    await asyncio.sleep(0.05)
+                # `handle` starts once the deadline's timer is armed: the deadline
+                # has passed `deadline` seconds after this, at the latest.
+                session = await asyncio.wait_for(plane.sessions.get(), WAIT)
+                await asyncio.sleep(deadline)
+                # Its registration waits for the slot still, and the call is not over.
+                assert not session.registered.is_set()
+                assert not agent.done()
             finally:
                 turns.release()
             assert await asyncio.wait_for(agent, WAIT) == large.node.id
+            assert session.registered.is_set()
 
     run(main)
 
@@ -503,16 +518,6 @@ async def _registered(address: str, registration: Registration) -> str:
         ack = await session.recv(timeout=WAIT)
         assert isinstance(ack, Ack)
         return ack.node_id
-
-
-async def _session_arriving(server: Server) -> ControlSession:
-    """The session of `server` whose registration has arrived and waits to be decoded."""
-    for _ in range(int(WAIT / 0.05)):
-        for session in list(server.service._waiting._peers):
-            if session._arriving:
-                return session
-        await asyncio.sleep(0.05)
-    raise AssertionError("no registration arrived")
 
 
 @pytest.mark.slow
@@ -527,14 +532,17 @@ def test_a_peer_s_messages_held_are_bounded_in_bytes_whatever_its_calls_and_hand
     class Slow(ControlPlane):
         def __init__(self) -> None:
             self.sessions: list[ControlSession] = []
+            self.taken = 0  # the values the `handle`s have taken
             self.holding = 0  # the `handle`s that have a value now
 
         async def handle(self, session: ControlSession) -> None:
             self.sessions.append(session)
             async for _ in session:
+                self.taken += 1
                 self.holding += 1
-                # What the peer's calls hold now: read ahead, and the values of `handle`.
-                ahead = sum(s._inbox.qsize() for s in self.sessions)
+                # What the peer's calls hold now: the values received and not
+                # yet taken (read ahead), and those `handle` has.
+                ahead = sum(s.received for s in self.sessions) - self.taken
                 held.append((ahead + self.holding) * size)
                 await asyncio.sleep(0.2)  # a database write, say
                 await session.send(Ack(registration.node.id))

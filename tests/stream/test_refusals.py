@@ -18,8 +18,8 @@ import grpc
 import grpc.aio
 import pytest
 
-from llmgw_wire import GPU, Heartbeat, Node, Registration, ShardCommand
-from llmgw_wire.codec.envelope import encode_envelope
+from llmgw_wire import GPU, DecodeError, Heartbeat, Node, Registration, ShardCommand
+from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
 from llmgw_wire.stream import (
     CONNECT_ROUTE,
     ControlPlane,
@@ -29,8 +29,10 @@ from llmgw_wire.stream import (
     ServerLimits,
     StreamClosed,
     StreamError,
+    add_to_server,
     connect,
     keep_connected,
+    server_options,
     start_server,
 )
 from llmgw_wire.stream._session import UNREADABLE_BEFORE_REGISTRATION
@@ -68,8 +70,16 @@ class Plane(ControlPlane):
     def __init__(self, script: Callable[[ControlSession], Awaitable[str]]) -> None:
         self.script = script
         self.ends: asyncio.Queue[str] = asyncio.Queue()
+        # Each call's session, as its `handle` starts.
+        self.sessions: asyncio.Queue[ControlSession] = asyncio.Queue()
+
+    async def registered(self) -> None:
+        """Wait until the next call's `handle` has started and its agent has registered."""
+        session = await asyncio.wait_for(self.sessions.get(), WAIT)
+        await asyncio.wait_for(session.registered.wait(), WAIT)
 
     async def handle(self, session: ControlSession) -> None:
+        self.sessions.put_nowait(session)
         outcome = "cancelled"
         try:
             outcome = await self.script(session)
@@ -122,14 +132,60 @@ def test_a_first_message_that_does_not_decode_is_refused_at_once_with_the_reason
     run(main)
 
 
+@contextlib.asynccontextmanager
+async def corrupting(server: Server, old: bytes, new: bytes) -> AsyncIterator[str]:
+    """A loopback relay to `server` that replaces `old` with `new` (as long) in what agents send.
+
+    What the agent's session sends whole reaches the control plane as bytes
+    no session would send: a peer in the middle, not the session's call.
+    """
+    assert len(old) == len(new)
+
+    async def pipe(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rewrite: bool
+    ) -> None:
+        kept = b""  # the end of what was read, if `old` may go on from it
+        try:
+            while data := await reader.read(65536):
+                if rewrite:
+                    data = (kept + data).replace(old, new)
+                    # The longest end of `data` that begins `old` waits for the next read.
+                    begun = next(n for n in range(len(old) - 1, -1, -1) if data.endswith(old[:n]))
+                    data, kept = data[: len(data) - begun], data[len(data) - begun :]
+                writer.write(data)
+                await writer.drain()
+            writer.write(kept)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", server.port)
+        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
+
+    relay_server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    port = relay_server.sockets[0].getsockname()[1]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        relay_server.close()
+
+
 def test_an_agent_sees_its_unreadable_registration_as_message_rejected() -> None:
+    registration = Registration(node=Node(id="unreadable-node"))
+    # Its node id, with a last byte that is not UTF-8.
+    old, new = b"unreadable-node", b"unreadable-nod\xff"
+    with pytest.raises(DecodeError) as unreadable:
+        decode_envelope(encode_envelope(registration).replace(old, new), AGENT_MESSAGE)
+
     async def main() -> None:
         async with serving(Plane(read_to_the_end)) as server:
-            async with connect(target(server)) as session:
-                await session._client_call.write(BAD)
+            async with corrupting(server, old, new) as address, connect(address) as session:
+                await session.send(registration)
                 with pytest.raises(MessageRejected) as error:
                     await session.recv(timeout=WAIT)
-            assert error.value.details.endswith(BAD_REASON)
+            assert error.value.details == f"{UNREADABLE_BEFORE_REGISTRATION}: {unreadable.value}"
 
     run(main)
 
@@ -258,42 +314,91 @@ def test_a_send_waiting_for_its_turn_times_out_with_nothing_sent(
     run(main)
 
 
+class FullWindows(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """An application's interceptor that makes every agent's windows full after one message.
+
+    The call's first write goes to the agent; every later one does not
+    complete (until it is cancelled), as when an agent reads nothing, and
+    sets `stuck` as it begins: the test knows a send is stuck without a
+    wait of its own.
+    """
+
+    def __init__(self) -> None:
+        self.stuck = asyncio.Event()
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if details.method != CONNECT_ROUTE:
+            return handler
+        stuck = self.stuck
+
+        class Context:
+            """The call's context, whose writes stick after the first."""
+
+            def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+                self._context = context
+                self._written = 0
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self._context, name)
+
+            async def write(self, data: bytes) -> None:
+                if self._written:
+                    stuck.set()
+                    await asyncio.Event().wait()  # the agent takes nothing more
+                self._written += 1
+                await self._context.write(data)
+
+        async def serve(requests: object, context: Any) -> AsyncIterator[bytes]:
+            async for response in handler.stream_stream(requests, Context(context)):
+                yield response
+
+        return grpc.stream_stream_rpc_method_handler(serve)
+
+
 def test_the_server_bounds_a_send_that_gives_no_timeout_and_a_stop_does_not_wait_for_it() -> None:
     raised: list[BaseException] = []
-    writing = asyncio.Event()
 
-    async def stuck(session: ControlSession) -> str:
+    async def sending(session: ControlSession) -> str:
         await session.recv(timeout=WAIT)
         try:
             while True:
-                writing.set()
                 await session.send(BIG_COMMAND)
         except BaseException as exc:
             raised.append(exc)
             raise
 
     async def main() -> None:
-        plane = Plane(stuck)
+        plane, windows = Plane(sending), FullWindows()
         # A send timeout no test waits for: the stop's end of the call cuts it short.
         limits = ServerLimits(send_timeout=NEVER)
-        server = await start_server(
-            plane, registration_timeout=NEVER, limits=limits, max_message_size=8 << 20
+        server = grpc.aio.server(
+            interceptors=[windows], options=server_options(max_message_size=8 << 20)
         )
+        service = add_to_server(
+            plane, server, registration_timeout=NEVER, limits=limits, max_message_size=8 << 20
+        )
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
         try:
-            async with grpc.aio.insecure_channel(target(server)) as channel:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
                 call = channel.stream_stream(CONNECT_ROUTE)()
                 await call.write(encode_envelope(sample_registration()))
-                await asyncio.wait_for(writing.wait(), WAIT)
-                # Sends until one is stuck: then a stop with a grace no test waits for.
-                await asyncio.sleep(0.5)
-                await asyncio.wait_for(server.service.stop(grace=NEVER), WAIT)
-                assert server.service.calls == 0
+                # A send is stuck: then a stop with a grace no test waits for.
+                await asyncio.wait_for(windows.stuck.wait(), WAIT)
+                await asyncio.wait_for(service.stop(grace=NEVER), WAIT)
+                assert service.calls == 0
                 call.cancel()
         finally:
             await server.stop(grace=None)
 
     run(main)
-    assert raised
+    # The stuck send was cut short: it timed out, though it gave no timeout.
+    assert [type(exc) for exc in raised] == [asyncio.TimeoutError]
 
 
 def test_an_agents_send_to_a_plane_that_reads_nothing_times_out_and_cancels_the_call() -> None:
@@ -341,12 +446,14 @@ def test_a_half_close_is_a_half_close_and_a_cancellation_is_not() -> None:
             for _ in range(5):
                 async with connect(target(server)) as session:
                     await session.send(sample_registration())
+                    await plane.registered()
                 assert await asyncio.wait_for(plane.ends.get(), WAIT) == "half-closed"
             for _ in range(5):
                 async with raw_agent(server) as call:
                     await call.write(encode_envelope(sample_registration()))
                     await call.write(encode_envelope(Heartbeat("gpu-node-017")))
-                    await asyncio.sleep(0.05)
+                    # Cancelled mid-stream: once `handle` has the call and its registration.
+                    await plane.registered()
                     call.cancel()
                 assert await asyncio.wait_for(plane.ends.get(), WAIT) in ("lost", "cancelled")
 
@@ -384,7 +491,7 @@ def test_a_session_reading_when_its_agent_cancels_ends_with_peer_unavailable() -
             for _ in range(5):
                 async with raw_agent(server) as call:
                     await call.write(encode_envelope(sample_registration()))
-                    await asyncio.sleep(0.05)
+                    await plane.registered()
                     call.cancel()
                 assert await asyncio.wait_for(plane.ends.get(), WAIT) == "lost"
 

@@ -125,7 +125,8 @@ def test_after_stop_reading_recv_gives_the_end_and_drops_what_was_not_taken() ->
         call.put(sample_registration())
         call.put(Heartbeat("n1"))
         assert isinstance(await session.recv(timeout=LONG), Registration)
-        await asyncio.sleep(0)  # the reader has read the heartbeat ahead
+        await asyncio.sleep(0)
+        assert session.received == 2  # the reader has read the heartbeat ahead
         await session.stop_reading()
         assert await session.recv(timeout=LONG) is None
         assert await session.recv() is None

@@ -760,12 +760,19 @@ def test_keep_connected_comes_back_to_a_restarted_control_plane() -> None:
         port = first.port
         runs = [sample_registration(), attrs.evolve(sample_registration(), shards=())]
         acks: list[Ack] = []
+        acked = asyncio.Event()
         stop = asyncio.Event()
 
         async def serve(session: AgentSession) -> None:
             async for value in session:
                 assert isinstance(value, Ack)
                 acks.append(value)
+                acked.set()
+
+        async def acks_reach(count: int) -> None:
+            while len(acks) < count:
+                acked.clear()
+                await asyncio.wait_for(acked.wait(), WAIT)
 
         agent = asyncio.ensure_future(
             keep_connected(
@@ -776,13 +783,11 @@ def test_keep_connected_comes_back_to_a_restarted_control_plane() -> None:
                 backoff=Backoff(initial=0.5, maximum=2),
             )
         )
-        while not acks:
-            await asyncio.sleep(0.05)
+        await acks_reach(1)
         await first.stop(grace=WAIT)
         second = await start_server(Recording(control_plane), port=port)
         try:
-            while len(acks) < 2:
-                await asyncio.sleep(0.05)
+            await acks_reach(2)
         finally:
             stop.set()
             await asyncio.wait_for(agent, WAIT)

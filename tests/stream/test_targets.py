@@ -176,8 +176,7 @@ def test_stop_is_honoured_while_an_address_holds_the_call_unanswered() -> None:
             agent = asyncio.ensure_future(
                 keep_connected(fake.target, sample_registration, read_nothing, stop=stop)
             )
-            while fake.requests == 0:
-                await asyncio.sleep(0.05)
+            await asyncio.wait_for(fake.requested.wait(), WAIT)
             stop.set()
             # Within the leave grace (5 s), far from the first-answer deadline (30 s).
             await asyncio.wait_for(agent, 20)
