@@ -443,6 +443,8 @@ def test_a_field_marked_debug_redact_in_a_schema_is_secret_everywhere(tmp_path: 
         ROOT / "llmgw_wire", copy / "llmgw_wire", ignore=shutil.ignore_patterns("__pycache__")
     )
     shutil.copytree(ROOT / "proto", copy / "proto")
+    # What `scripts/gen.py` compiles besides the schema (grpc's health.proto).
+    shutil.copytree(ROOT / "third_party", copy / "third_party")
     shutil.copytree(ROOT / "scripts", copy / "scripts")
     shard = copy / "proto" / "llmgw" / "v1" / "shard.proto"
     text = shard.read_text()
