@@ -752,6 +752,8 @@ class AgentSession(_Session[FromAgent, FromControl]):
         peer: the control plane's address, for messages.
         send_timeout: the default timeout of `send`, in seconds; None (the
             default) waits as long as it takes.
+        received: values received so far (read, whether `recv` has taken them yet).
+        bad_messages: messages skipped so far for not decoding.
     """
 
     _outbound_name = AGENT_MESSAGE
@@ -919,6 +921,9 @@ class ControlSession(_Session[FromControl, FromAgent]):
         node_id: the node id of the registration received; None before.
         metadata: the call's metadata (keys in lower case), e.g. a token.
         certificate: the agent's verified client certificate (mutual TLS), else None.
+        registered: an `asyncio.Event`, set once the first registration is accepted.
+        received: values received so far (read, whether `recv` has taken them yet).
+        bad_messages: messages skipped so far for not decoding.
     """
 
     _outbound_name = CONTROL_MESSAGE
