@@ -16,6 +16,7 @@ import asyncio
 import datetime as dt
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -668,6 +669,19 @@ BACKENDS = (
     WireBackend("upb", encode, decode),
     WireBackend("betterproto2", _betterproto2_encode, _betterproto2_decode),
 )
+
+
+def mypy_as_dependent(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """`mypy --strict` on `source` as user.py, in a folder of its own: as a dependent sees us."""
+    (tmp_path / "user.py").write_text(source)
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--config-file", os.devnull, "user.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
 
 
 def run_async(main: Callable[[], Coroutine[Any, Any, None]], timeout: float = 90) -> None:

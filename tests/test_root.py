@@ -5,16 +5,14 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import os
 import re
-import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
 import llmgw_wire
 from llmgw_wire import _HOMES
+from tests.support import mypy_as_dependent
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,22 +46,8 @@ def test_a_name_the_root_does_not_have_is_an_attribute_error() -> None:
         llmgw_wire.Regsitration  # type: ignore[attr-defined]  # noqa: B018
 
 
-def _mypy(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
-    (tmp_path / "user.py").write_text(source)
-    # From a folder of its own, as a dependent's project sees the installed package.
-    return subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--config-file", os.devnull, "user.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-
-
-@pytest.mark.subprocess
 def test_mypy_refuses_a_misspelt_root_name(tmp_path: Path) -> None:
-    done = _mypy(
+    done = mypy_as_dependent(
         tmp_path,
         "import llmgw_wire as wire\n"
         "x: wire.Regsitration\n"
@@ -82,7 +66,7 @@ def test_mypy_refuses_a_misspelt_root_name(tmp_path: Path) -> None:
 @pytest.mark.subprocess
 def test_mypy_knows_every_root_name_and_its_type(tmp_path: Path) -> None:
     uses = "".join(f"n_{name} = wire.{name}\n" for name in llmgw_wire.__all__)
-    done = _mypy(
+    done = mypy_as_dependent(
         tmp_path,
         "import llmgw_wire as wire\n"
         f"{uses}"

@@ -6,10 +6,7 @@ which cannot read the table; it is held equal to the table here.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import typing
 from typing import TYPE_CHECKING
 
@@ -17,6 +14,7 @@ import pytest
 
 from llmgw_wire.mapping import MODELS_WITH_MESSAGE
 from llmgw_wire.mapping._table import ModelWithMessage
+from tests.support import mypy_as_dependent
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,16 +42,7 @@ def send(value: object, heartbeat: wire.Heartbeat, health: wire.GPUHealth) -> No
 def test_mypy_refuses_to_encode_what_is_not_a_domain_model_with_a_message(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "user.py").write_text(USER)
-    # From a folder of its own, as a dependent's project sees the installed package.
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--config-file", os.devnull, "user.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    done = mypy_as_dependent(tmp_path, USER)
     assert done.returncode == 1, done.stdout + done.stderr
     assert re.search(r'user\.py:5: note: Revealed type is "(builtins\.)?bytes"', done.stdout)
     errors = [line for line in done.stdout.splitlines() if ": error: " in line]

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import inspect
-import os
-import subprocess
-import sys
 from typing import TYPE_CHECKING
 
 import pytest
 
 from llmgw_wire.stream import ConnectOptions, connect, keep_connected
 from llmgw_wire.testing.sample import sample_registration
+from tests.support import mypy_as_dependent
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -60,16 +58,7 @@ async def agent(registration: Registration) -> None:
 
 @pytest.mark.subprocess
 def test_mypy_refuses_a_misspelled_or_mistyped_connect_option(tmp_path: Path) -> None:
-    (tmp_path / "user.py").write_text(USER)
-    # From a folder of its own, as a dependent's project sees the installed package.
-    done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--config-file", os.devnull, "user.py"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
+    done = mypy_as_dependent(tmp_path, USER)
     errors = [line for line in done.stdout.splitlines() if ": error: " in line]
     assert [line.split(":")[1] for line in errors] == ["7", "8"], done.stdout + done.stderr
     assert '"tsl"' in errors[0]
