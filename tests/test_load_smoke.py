@@ -24,7 +24,15 @@ AGENTS = 6
 
 @pytest.mark.slow
 def test_every_plane_serves_every_agent_on_a_connection_of_its_own(tmp_path: Path) -> None:
-    planes = ("library", "raw", "raw+codec", "library-id-only", "library-direct", "library-2p")
+    planes = (
+        "library",
+        "raw",
+        "raw+codec",
+        "library-id-only",
+        "library-direct",
+        "library-2p",
+        "raw+reader",
+    )
     report = run_load(tmp_path, "--planes", ",".join(planes), agents=AGENTS)
     runs = report["runs"]
     assert {(r["plane"], r["heartbeats_each"]) for r in runs} == {
@@ -40,6 +48,10 @@ def test_every_plane_serves_every_agent_on_a_connection_of_its_own(tmp_path: Pat
         assert figures["peak_rss_mib_per_1000_agents"] >= 0
         assert "ratio_to_raw" in figures  # None when this few agents cost too little to tell
     assert report["target_met"] in (True, False, None)
+    # Each target whose planes ran, unless this few agents cost too little to tell.
+    for target in report["targets"]:
+        assert target["met"] == (target["median"] <= target["at_most"])
+        assert target["range"][0] <= target["median"] <= target["range"][1]
     parts = report["codec_and_sessions"]  # None when this few agents cost too little to tell
     assert parts is None or (len(parts) == 2 and all(part > 0 for part in parts))
 
