@@ -466,9 +466,9 @@ class _Session(Generic[S, R]):
     def _running_loop(self) -> asyncio.AbstractEventLoop:
         """The loop the session runs on, looked up once (its queue is bound to it too).
 
-        On Python 3.11 each `asyncio.get_running_loop()` makes a system call
-        (`getpid`, to tell a forked child): with a `recv` per message, that
-        was among the costliest lines of a busy control plane's loop.
+        On Python 3.10 and 3.11 each `asyncio.get_running_loop()` makes a
+        system call (`getpid`, to tell a forked child), about 0.2 µs: once
+        per session rather than at every `recv` with a timeout.
         """
         loop = self._loop
         if loop is None:
