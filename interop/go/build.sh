@@ -32,16 +32,16 @@ done
 
 # The sources are copied, not linked: GOPATH mode resolves symlinked
 # package directories unreliably.
-for d in peer agent controlplane; do
+for d in peer agent controlplane health; do
     cp -R "$root/interop/go/$d" "$gopath/src/$pkg/$d"
 done
 
 export GO111MODULE=off GOPATH="$gopath:/usr/share/gocode" GOFLAGS= \
        GOCACHE="$out/gocache" CGO_ENABLED=0
-for cmd in agent controlplane; do
+for cmd in agent controlplane health; do
     go build -o "$out/bin/$cmd" "$pkg/$cmd"
 done
 # The agent again without the gzip encoding, as most grpc-go agents are built.
 go build -tags nogzip -o "$out/bin/agent-nogzip" "$pkg/agent"
-go vet "$pkg/peer" "$pkg/agent" "$pkg/controlplane"
-echo "interop-go: built $out/bin/agent and $out/bin/controlplane" >&2
+go vet "$pkg/peer" "$pkg/agent" "$pkg/controlplane" "$pkg/health"
+echo "interop-go: built $out/bin/agent, $out/bin/controlplane and $out/bin/health" >&2

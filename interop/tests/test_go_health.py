@@ -1,0 +1,199 @@
+"""grpc-go's health client against the Python control plane's health service.
+
+Most of the fleet asks `grpc.health.v1.Health` from Go: grpc-go agents,
+Kubernetes probes written in Go, and grpc-go channels that check the health
+of each address themselves (client-side health checking). The Go program
+``health`` (``interop/go/health``) is grpc-go's generated health client and
+that channel; it prints ``PEER <address>``, ``HEALTH <status>`` and
+``STATUS <code> [<message>]`` lines (the docs page "Interop with grpc-go").
+The Python end is a real `start_server` on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from peers import BIN_DIR, GoPeer
+
+from llmgw_wire.stream import (
+    ControlPlane,
+    ControlSession,
+    PeerUnavailable,
+    Server,
+    connect,
+    start_server,
+)
+from llmgw_wire.testing.sample import sample_registration
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Coroutine
+
+WAIT = 60.0
+AGENT_SERVICE = "llmgw.v1.AgentService"
+
+
+@pytest.fixture(autouse=True)
+def _health_binary() -> None:
+    if not (BIN_DIR / "health").is_file():
+        pytest.skip(
+            f"the grpc-go health client is not built ({BIN_DIR / 'health'} missing); "
+            "`make interop-go-build` builds it"
+        )
+
+
+class Holding(ControlPlane):
+    """Keeps its agent's call until `release` is set, even when told to end it."""
+
+    def __init__(self) -> None:
+        self.registered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def handle(self, session: ControlSession) -> None:
+        try:
+            async for _ in session:
+                self.registered.set()
+        finally:
+            await self.release.wait()
+
+
+@contextlib.asynccontextmanager
+async def control_plane(*, serving: bool = True) -> AsyncIterator[tuple[Server, Holding]]:
+    """Start a control plane on 127.0.0.1; it stops, its plane released, at the end."""
+    plane = Holding()
+    server = await start_server(plane, serving=serving)
+    try:
+        yield server, plane
+    finally:
+        plane.release.set()
+        await server.stop(grace=WAIT)
+
+
+@contextlib.asynccontextmanager
+async def go_health(*args: str) -> AsyncIterator[GoPeer]:
+    """Run the Go health client with `args`; it is stopped and reaped at the end."""
+    client = GoPeer("health", [*args, "--timeout", f"{WAIT:g}s"])
+    try:
+        yield client
+    finally:
+        await asyncio.to_thread(client.stop, 10.0)
+
+
+async def ran_to_its_end(client: GoPeer) -> list[str]:
+    """Wait for the client to exit 0; give its lines."""
+    code = await asyncio.to_thread(client.wait, WAIT + 30.0)
+    assert code == 0, client.describe()
+    return client.lines
+
+
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run `main` on a loop of its own, bounded as a whole too."""
+    asyncio.run(asyncio.wait_for(main, 3 * WAIT))
+
+
+def test_go_check_says_serving_and_not_found_as_grpc_go_reports_it() -> None:
+    async def main() -> None:
+        async with control_plane() as (server, _):
+            target = f"127.0.0.1:{server.port}"
+            services = ["", AGENT_SERVICE, "no.such.Service"]
+            async with go_health(
+                "--target", target, *(a for s in services for a in ("--service", s))
+            ) as client:
+                lines = await ran_to_its_end(client)
+        assert lines == [
+            "HEALTH SERVING",
+            "STATUS OK",
+            "HEALTH SERVING",
+            "STATUS OK",
+            "STATUS NOT_FOUND no service 'no.such.Service'",
+        ], client.describe()
+
+    run(main())
+
+
+def test_go_watch_sees_each_change_and_the_not_serving_of_a_graceful_stop() -> None:
+    async def main() -> None:
+        async with control_plane() as (server, plane):
+            target = f"127.0.0.1:{server.port}"
+            async with go_health(
+                "--target", target, "--mode", "watch", "--service", AGENT_SERVICE
+            ) as client:
+
+                async def nth_status(n: int) -> str:
+                    return await client.wait_for_async("HEALTH", count=n, timeout=WAIT)
+
+                assert await nth_status(1) == "HEALTH SERVING"
+                await server.set_serving(False)
+                assert await nth_status(2) == "HEALTH NOT_SERVING"
+                await server.set_serving(True)
+                assert await nth_status(3) == "HEALTH SERVING"
+                async with connect(target) as agent:
+                    await agent.send(sample_registration())
+                    await asyncio.wait_for(plane.registered.wait(), WAIT)
+                    # The agent's call is held open, so the stop stays in its grace period.
+                    stopping = asyncio.ensure_future(server.stop(grace=WAIT))
+                    assert await nth_status(4) == "HEALTH NOT_SERVING"
+                    assert not stopping.done()
+                    plane.release.set()
+                    with pytest.raises(PeerUnavailable, match="the control plane is stopping"):
+                        await agent.recv(timeout=WAIT)
+                await stopping
+                # Said NOT_SERVING, the Watch ended with OK: grpc-go saw the end of the stream.
+                lines = await ran_to_its_end(client)
+        assert lines == [
+            "HEALTH SERVING",
+            "HEALTH NOT_SERVING",
+            "HEALTH SERVING",
+            "HEALTH NOT_SERVING",
+            "STATUS OK",
+        ], client.describe()
+
+    run(main())
+
+
+def test_go_watch_of_an_unknown_service_says_service_unknown() -> None:
+    async def main() -> None:
+        async with control_plane() as (server, _):
+            target = f"127.0.0.1:{server.port}"
+            async with go_health(
+                "--target",
+                target,
+                "--mode",
+                "watch",
+                "--service",
+                "no.such.Service",
+                "--count",
+                "1",
+            ) as client:
+                lines = await ran_to_its_end(client)
+        assert lines == ["HEALTH SERVICE_UNKNOWN"], client.describe()
+
+    run(main())
+
+
+def test_a_go_channel_checking_health_sends_its_calls_to_the_serving_address() -> None:
+    # grpc-go's client-side health checking: round_robin over both addresses,
+    # each watched for the agent stream's status; a NOT_SERVING one is avoided.
+    # Without healthCheckConfig, round robin sends calls to both.
+    calls = 6
+
+    async def main() -> None:
+        async with control_plane(serving=False) as (standby, _), control_plane() as (leader, _):
+            targets = [f"127.0.0.1:{s.port}" for s in (standby, leader)]
+            async with go_health(
+                *(a for t in targets for a in ("--target", t)),
+                "--mode",
+                "balance",
+                "--service",
+                AGENT_SERVICE,
+                "--calls",
+                str(calls),
+            ) as client:
+                lines = await ran_to_its_end(client)
+        assert lines == [f"PEER {targets[1]}", "HEALTH SERVING", "STATUS OK"] * calls, (
+            client.describe()
+        )
+
+    run(main())
