@@ -7,12 +7,14 @@
 * the frozen wire fixtures: how they are made, read and compared across
   schemas (`FIXTURES`, `HEAD`, `read`, `write_head`, ...);
 * the two wire backends (`WireBackend`, `BACKENDS`) and a bounded runner of
-  async tests (`run_async`).
+  async tests (`run_async`);
+* the stream on loopback: a relay in the middle (`loopback_relay`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -57,7 +59,7 @@ from llmgw_wire.domain import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
+    from collections.abc import AsyncIterator, Callable, Coroutine
 
     from llmgw_wire.mapping._table import ModelWithMessage
 
@@ -687,6 +689,58 @@ def mypy_as_dependent(tmp_path: Path, source: str) -> subprocess.CompletedProces
 def run_async(main: Callable[[], Coroutine[Any, Any, None]], timeout: float = 90) -> None:
     """Run one async test, bounded: a hang fails the test instead of the run."""
     asyncio.run(asyncio.wait_for(main(), timeout))
+
+
+# --- the stream on loopback --------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def loopback_relay(
+    port: int, *, source: str = "127.0.0.1", replace: tuple[bytes, bytes] | None = None
+) -> AsyncIterator[str]:
+    """A relay on 127.0.0.1 to the server at `port`, for the block: its address.
+
+    Its connections to the server come from `source` (127.0.0.2: another
+    peer). With `replace=(old, new)`, `new` as long as `old`, what clients
+    send reaches the server with each `old` made `new`, across reads: bytes
+    no client sent, from a peer in the middle.
+    """
+    if replace is not None:
+        assert len(replace[0]) == len(replace[1])
+
+    async def pipe(
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        swap: tuple[bytes, bytes] | None,
+    ) -> None:
+        kept = b""  # the end of what was read, if `old` may go on from it
+        try:
+            while data := await reader.read(65536):
+                if swap is not None:
+                    old, new = swap
+                    data = (kept + data).replace(old, new)
+                    # The longest end of `data` that begins `old` waits for the next read.
+                    begun = next(n for n in range(len(old) - 1, -1, -1) if data.endswith(old[:n]))
+                    data, kept = data[: len(data) - begun], data[len(data) - begun :]
+                writer.write(data)
+                await writer.drain()
+            writer.write(kept)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(
+            "127.0.0.1", port, local_addr=(source, 0)
+        )
+        await asyncio.gather(pipe(reader, up_writer, replace), pipe(up_reader, writer, None))
+
+    relay = await asyncio.start_server(connection, "127.0.0.1", 0)
+    try:
+        yield f"127.0.0.1:{relay.sockets[0].getsockname()[1]}"
+    finally:
+        relay.close()
 
 
 # --- the load run ------------------------------------------------------------

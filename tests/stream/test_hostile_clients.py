@@ -11,7 +11,7 @@ import logging
 import sys
 import time
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -40,11 +40,8 @@ from llmgw_wire.stream._protocol import PEER_OVER_BUDGET
 from llmgw_wire.testing.sample import sample_large_registration, sample_registration
 from llmgw_wire.testing.stream import registration_of
 from tests.stream.test_stream import WAIT, serving, target
-from tests.support import ld, vi
+from tests.support import ld, loopback_relay, vi
 from tests.support import run_async as run
-
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -373,34 +370,6 @@ async def _drained(server: Server) -> None:
         raise AssertionError(f"{server.service.calls} calls still open") from None
 
 
-@contextlib.asynccontextmanager
-async def from_another_address(server: Server) -> AsyncIterator[str]:
-    """A loopback relay to `server` whose connections come from 127.0.0.2: another peer."""
-
-    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(
-            "127.0.0.1", server.port, local_addr=("127.0.0.2", 0)
-        )
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-    relay_server = await asyncio.start_server(relay, "127.0.0.1", 0)
-    port = relay_server.sockets[0].getsockname()[1]
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        relay_server.close()
-
-
 def test_one_peer_holds_only_its_share_of_the_calls_waiting_to_register() -> None:
     """One address fills its share with silent calls; an agent from another still registers."""
     limits = ServerLimits(max_unregistered_calls=8, max_unregistered_calls_per_peer=4)
@@ -418,7 +387,8 @@ def test_one_peer_holds_only_its_share_of_the_calls_waiting_to_register() -> Non
                 codes = [await call.code() for call in ended]
                 assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 8
                 assert "from this peer" in await ended[0].details()
-                async with from_another_address(server) as relay:
+                # From another address: another peer.
+                async with loopback_relay(server.port, source="127.0.0.2") as relay:
                     assert await register_and_ack(relay) == "gpu-node-017"
             finally:
                 for channel in channels:

@@ -38,6 +38,7 @@ from llmgw_wire.stream import (
 from llmgw_wire.stream._session import UNREADABLE_BEFORE_REGISTRATION
 from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1 import AgentMessage, Register
+from tests.support import loopback_relay
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -132,46 +133,6 @@ def test_a_first_message_that_does_not_decode_is_refused_at_once_with_the_reason
     run(main)
 
 
-@contextlib.asynccontextmanager
-async def corrupting(server: Server, old: bytes, new: bytes) -> AsyncIterator[str]:
-    """A loopback relay to `server` that replaces `old` with `new` (as long) in what agents send.
-
-    What the agent's session sends whole reaches the control plane as bytes
-    no session would send: a peer in the middle, not the session's call.
-    """
-    assert len(old) == len(new)
-
-    async def pipe(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rewrite: bool
-    ) -> None:
-        kept = b""  # the end of what was read, if `old` may go on from it
-        try:
-            while data := await reader.read(65536):
-                if rewrite:
-                    data = (kept + data).replace(old, new)
-                    # The longest end of `data` that begins `old` waits for the next read.
-                    begun = next(n for n in range(len(old) - 1, -1, -1) if data.endswith(old[:n]))
-                    data, kept = data[: len(data) - begun], data[len(data) - begun :]
-                writer.write(data)
-                await writer.drain()
-            writer.write(kept)
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", server.port)
-        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
-
-    relay_server = await asyncio.start_server(relay, "127.0.0.1", 0)
-    port = relay_server.sockets[0].getsockname()[1]
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        relay_server.close()
-
-
 def test_an_agent_sees_its_unreadable_registration_as_message_rejected() -> None:
     registration = Registration(node=Node(id="unreadable-node"))
     # Its node id, with a last byte that is not UTF-8.
@@ -181,7 +142,10 @@ def test_an_agent_sees_its_unreadable_registration_as_message_rejected() -> None
 
     async def main() -> None:
         async with serving(Plane(read_to_the_end)) as server:
-            async with corrupting(server, old, new) as address, connect(address) as session:
+            # A peer in the middle: the session sends its registration whole, and the
+            # control plane gets bytes no session would send.
+            relay = loopback_relay(server.port, replace=(old, new))
+            async with relay as address, connect(address) as session:
                 await session.send(registration)
                 with pytest.raises(MessageRejected) as error:
                     await session.recv(timeout=WAIT)
