@@ -8,7 +8,8 @@
   schemas (`FIXTURES`, `HEAD`, `read`, `write_head`, ...);
 * the two wire backends (`WireBackend`, `BACKENDS`) and a bounded runner of
   async tests (`run_async`);
-* the stream on loopback: a relay in the middle (`loopback_relay`).
+* the stream on loopback: an application's interceptor of the agent calls
+  (`ConnectInterceptor`) and a relay in the middle (`loopback_relay`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
+import grpc
+import grpc.aio
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -57,9 +60,10 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
+from llmgw_wire.stream import CONNECT_ROUTE
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Coroutine
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 
     from llmgw_wire.mapping._table import ModelWithMessage
 
@@ -692,6 +696,34 @@ def run_async(main: Callable[[], Coroutine[Any, Any, None]], timeout: float = 90
 
 
 # --- the stream on loopback --------------------------------------------------
+
+
+class ConnectInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """An application's interceptor that sees the context of each agent stream first.
+
+    `context` is given each call's context as the call starts, and returns
+    the context the stream's handler gets in its place: the same one, kept
+    by the test, or one of the test's own around it. Other calls pass as
+    they are.
+    """
+
+    def context(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> Any:
+        return context
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if details.method != CONNECT_ROUTE:
+            return handler
+
+        async def serve(requests: object, context: Any) -> AsyncIterator[bytes]:
+            async for response in handler.stream_stream(requests, self.context(context)):
+                yield response
+
+        return grpc.stream_stream_rpc_method_handler(serve)
 
 
 @contextlib.asynccontextmanager

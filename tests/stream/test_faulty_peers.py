@@ -18,7 +18,6 @@ from llmgw_wire import Ack, Heartbeat, Registration, ShardReport, State
 from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.errors import StatusCode
 from llmgw_wire.stream import (
-    CONNECT_ROUTE,
     REFUSED_COMMAND,
     AgentSession,
     Backoff,
@@ -46,6 +45,7 @@ from llmgw_wire.testing.sample import sample_registration
 from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import ControlMessage, StartShard
 from tests.stream.test_stream import WAIT, Recording, raw_agent, serving, target
+from tests.support import ConnectInterceptor
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def test_stop_is_honoured_while_connecting() -> None:
     run(main)
 
 
-class Contexts(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class Contexts(ConnectInterceptor):
     """An application's interceptor that keeps the context of each agent stream, in order.
 
     What a `handle` writes through one reaches the agent as it is: bytes that
@@ -237,22 +237,9 @@ class Contexts(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(self) -> None:
         self.contexts: asyncio.Queue[grpc.aio.ServicerContext[bytes, bytes]] = asyncio.Queue()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if details.method != CONNECT_ROUTE:
-            return handler
-        contexts = self.contexts
-
-        async def serve(requests: object, context: Any) -> AsyncIterator[bytes]:
-            contexts.put_nowait(context)
-            async for response in handler.stream_stream(requests, context):
-                yield response
-
-        return grpc.stream_stream_rpc_method_handler(serve)
+    def context(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> Any:
+        self.contexts.put_nowait(context)
+        return context
 
 
 @contextlib.asynccontextmanager

@@ -38,7 +38,7 @@ from llmgw_wire.stream import (
 from llmgw_wire.stream._session import UNREADABLE_BEFORE_REGISTRATION
 from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1 import AgentMessage, Register
-from tests.support import loopback_relay
+from tests.support import ConnectInterceptor, loopback_relay
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -278,7 +278,7 @@ def test_a_send_waiting_for_its_turn_times_out_with_nothing_sent(
     run(main)
 
 
-class FullWindows(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class FullWindows(ConnectInterceptor):
     """An application's interceptor that makes every agent's windows full after one message.
 
     The call's first write goes to the agent; every later one does not
@@ -290,38 +290,26 @@ class FullWindows(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(self) -> None:
         self.stuck = asyncio.Event()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if details.method != CONNECT_ROUTE:
-            return handler
+    def context(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> Any:
         stuck = self.stuck
 
         class Context:
             """The call's context, whose writes stick after the first."""
 
-            def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
-                self._context = context
+            def __init__(self) -> None:
                 self._written = 0
 
             def __getattr__(self, name: str) -> Any:
-                return getattr(self._context, name)
+                return getattr(context, name)
 
             async def write(self, data: bytes) -> None:
                 if self._written:
                     stuck.set()
                     await asyncio.Event().wait()  # the agent takes nothing more
                 self._written += 1
-                await self._context.write(data)
+                await context.write(data)
 
-        async def serve(requests: object, context: Any) -> AsyncIterator[bytes]:
-            async for response in handler.stream_stream(requests, Context(context)):
-                yield response
-
-        return grpc.stream_stream_rpc_method_handler(serve)
+        return Context()
 
 
 def test_the_server_bounds_a_send_that_gives_no_timeout_and_a_stop_does_not_wait_for_it() -> None:
