@@ -8,7 +8,8 @@
   schemas (`FIXTURES`, `HEAD`, `read`, `write_head`, ...);
 * the two wire backends (`WireBackend`, `BACKENDS`) and a bounded runner of
   async tests (`run_async`);
-* the stream on loopback: an application's interceptor of the agent calls
+* the stream on loopback: a control plane served (`serving`, `target`), a raw
+  agent call (`raw_agent`), an application's interceptor of the agent calls
   (`ConnectInterceptor`) and a relay in the middle (`loopback_relay`).
 """
 
@@ -60,12 +61,13 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
-from llmgw_wire.stream import CONNECT_ROUTE
+from llmgw_wire.stream import CONNECT_ROUTE, start_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 
     from llmgw_wire.mapping._table import ModelWithMessage
+    from llmgw_wire.stream import ControlPlane, Server
 
 # --- hand-made wire bytes ----------------------------------------------------
 
@@ -696,6 +698,28 @@ def run_async(main: Callable[[], Coroutine[Any, Any, None]], timeout: float = 90
 
 
 # --- the stream on loopback --------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def serving(plane: ControlPlane, **options: Any) -> AsyncIterator[Server]:
+    """`plane` served on 127.0.0.1 for the block (`start_server`'s `options`); stopped at once."""
+    server = await start_server(plane, **options)
+    try:
+        yield server
+    finally:
+        await server.stop(grace=None)
+
+
+def target(server: Server) -> str:
+    """The address agents connect to `server` at."""
+    return f"127.0.0.1:{server.port}"
+
+
+@contextlib.asynccontextmanager
+async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[bytes, bytes]]:
+    """An agent call to `server` that sends whatever bytes the test writes."""
+    async with grpc.aio.insecure_channel(target(server)) as channel:
+        yield channel.stream_stream(CONNECT_ROUTE)()
 
 
 class ConnectInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]

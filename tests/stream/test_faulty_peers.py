@@ -44,8 +44,8 @@ from llmgw_wire.stream._targets import Targets
 from llmgw_wire.testing.sample import sample_registration
 from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import ControlMessage, StartShard
-from tests.stream.test_stream import WAIT, Recording, raw_agent, serving, target
-from tests.support import ConnectInterceptor
+from tests.stream.test_stream import WAIT, Recording
+from tests.support import ConnectInterceptor, raw_agent, serving, target
 from tests.support import run_async as run
 
 if TYPE_CHECKING:

@@ -39,8 +39,8 @@ from llmgw_wire.stream._peers import DecodeTurns, decode_turns
 from llmgw_wire.stream._protocol import PEER_OVER_BUDGET
 from llmgw_wire.testing.sample import sample_large_registration, sample_registration
 from llmgw_wire.testing.stream import registration_of
-from tests.stream.test_stream import WAIT, serving, target
-from tests.support import ld, loopback_relay, vi
+from tests.stream.test_stream import WAIT
+from tests.support import ld, loopback_relay, serving, target, vi
 from tests.support import run_async as run
 
 pytestmark = pytest.mark.timeout(300)

@@ -9,7 +9,6 @@ registration timeout (600 s) a wrong behaviour would fall back to.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -33,16 +32,17 @@ from llmgw_wire.stream import (
     connect,
     keep_connected,
     server_options,
-    start_server,
 )
 from llmgw_wire.stream._session import UNREADABLE_BEFORE_REGISTRATION
 from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1 import AgentMessage, Register
-from tests.support import ConnectInterceptor, loopback_relay
+from tests.support import ConnectInterceptor, loopback_relay, raw_agent, target
 from tests.support import run_async as run
+from tests.support import serving as serving_on_loopback
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import Awaitable, Callable
+    from contextlib import AbstractAsyncContextManager
 
     from llmgw_wire.stream import Server
 
@@ -96,23 +96,9 @@ async def read_to_the_end(session: ControlSession) -> str:
     return "half-closed"
 
 
-@contextlib.asynccontextmanager
-async def serving(plane: ControlPlane, **options: Any) -> AsyncIterator[Server]:
-    server = await start_server(plane, registration_timeout=NEVER, **options)
-    try:
-        yield server
-    finally:
-        await server.stop(grace=None)
-
-
-def target(server: Server) -> str:
-    return f"127.0.0.1:{server.port}"
-
-
-@contextlib.asynccontextmanager
-async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[bytes, bytes]]:
-    async with grpc.aio.insecure_channel(target(server)) as channel:
-        yield channel.stream_stream(CONNECT_ROUTE)()
+def serving(plane: ControlPlane, **options: Any) -> AbstractAsyncContextManager[Server]:
+    """`plane` served on loopback, with a registration timeout no test waits for."""
+    return serving_on_loopback(plane, registration_timeout=NEVER, **options)
 
 
 # --- a refusal the agent can act on -------------------------------------------------------
