@@ -8,9 +8,10 @@
   schemas (`FIXTURES`, `HEAD`, `read`, `write_head`, ...);
 * the two wire backends (`WireBackend`, `BACKENDS`) and a bounded runner of
   async tests (`run_async`);
-* the stream on loopback: a control plane served (`serving`, `target`), a raw
-  agent call (`raw_agent`), an application's interceptor of the agent calls
-  (`ConnectInterceptor`) and a relay in the middle (`loopback_relay`).
+* the stream on loopback: a control plane served (`serving`, `target`) and one
+  that acks (`Acking`), a raw agent call (`raw_agent`), an application's
+  interceptor of the agent calls (`ConnectInterceptor`) and a relay in the
+  middle (`loopback_relay`).
 """
 
 from __future__ import annotations
@@ -61,13 +62,13 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
-from llmgw_wire.stream import CONNECT_ROUTE, start_server
+from llmgw_wire.stream import CONNECT_ROUTE, ControlPlane, start_server
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 
     from llmgw_wire.mapping._table import ModelWithMessage
-    from llmgw_wire.stream import ControlPlane, Server
+    from llmgw_wire.stream import ControlSession, Server
 
 # --- hand-made wire bytes ----------------------------------------------------
 
@@ -708,6 +709,19 @@ async def serving(plane: ControlPlane, **options: Any) -> AsyncIterator[Server]:
         yield server
     finally:
         await server.stop(grace=None)
+
+
+class Acking(ControlPlane):
+    """Acks each registration and counts them; reads each call to its end."""
+
+    def __init__(self) -> None:
+        self.registrations = 0
+
+    async def handle(self, session: ControlSession) -> None:
+        async for value in session:
+            if isinstance(value, Registration):
+                self.registrations += 1
+                await session.send(Ack(value.node.id, 0, "adopted"))
 
 
 def target(server: Server) -> str:

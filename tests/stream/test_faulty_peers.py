@@ -45,7 +45,7 @@ from llmgw_wire.testing.sample import sample_registration
 from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import ControlMessage, StartShard
 from tests.stream.test_stream import WAIT, Recording
-from tests.support import ConnectInterceptor, raw_agent, serving, target
+from tests.support import Acking, ConnectInterceptor, raw_agent, serving, target
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -699,19 +699,9 @@ def test_a_refused_registration_waits_the_longest_delay_and_says_why(
     assert all(wait.endswith("in 0.5 s") for wait in waits), waits
 
 
-class Reading(ControlPlane):
-    def __init__(self) -> None:
-        self.registrations = 0
-
-    async def handle(self, session: ControlSession) -> None:
-        async for value in session:
-            if isinstance(value, Registration):
-                self.registrations += 1
-
-
 def test_a_registration_over_the_control_plane_s_limit_is_a_refusal() -> None:
     async def main() -> None:
-        plane = Reading()
+        plane = Acking()
         async with serving(plane, max_message_size=1024) as server:
             with pytest.raises(StreamError) as error:
                 await keep_connected(

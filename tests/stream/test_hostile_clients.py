@@ -40,7 +40,7 @@ from llmgw_wire.stream._protocol import PEER_OVER_BUDGET
 from llmgw_wire.testing.sample import sample_large_registration, sample_registration
 from llmgw_wire.testing.stream import registration_of
 from tests.stream.test_stream import WAIT
-from tests.support import ld, loopback_relay, serving, target, vi
+from tests.support import Acking, ld, loopback_relay, serving, target, vi
 from tests.support import run_async as run
 
 pytestmark = pytest.mark.timeout(300)
@@ -353,15 +353,6 @@ def test_ended_streams_leave_nothing_for_the_cyclic_collector() -> None:
     assert not cyclic, kinds.most_common(10)
 
 
-class Acking(ControlPlane):
-    """Acks each registration; reads to the end."""
-
-    async def handle(self, session: ControlSession) -> None:
-        async for value in session:
-            if isinstance(value, Registration):
-                await session.send(Ack(value.node.id))
-
-
 async def _drained(server: Server) -> None:
     """Wait until no call of `server` is open (each one's end has run)."""
     try:
@@ -454,6 +445,7 @@ def test_a_registration_that_arrived_keeps_its_deadline_while_it_waits_to_be_dec
         """Acks each registration; hands over each session as its `handle` starts."""
 
         def __init__(self) -> None:
+            super().__init__()
             self.sessions: asyncio.Queue[ControlSession] = asyncio.Queue()
 
         async def handle(self, session: ControlSession) -> None:

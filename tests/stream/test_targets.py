@@ -10,13 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from llmgw_wire import Ack, Registration
+from llmgw_wire import Ack
 from llmgw_wire.errors import PermissionDenied
 from llmgw_wire.stream import (
     AgentSession,
     Backoff,
-    ControlPlane,
-    ControlSession,
     keep_connected,
     start_server,
 )
@@ -24,6 +22,7 @@ from llmgw_wire.stream._targets import Targets, _split_dns
 from llmgw_wire.testing.sample import sample_registration
 from tests.stream.fake_peers import http2_fake, other_grpc_service
 from tests.stream.test_failover import WAIT, Role, roles, start
+from tests.support import Acking
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -66,17 +65,6 @@ def test_an_agent_registers_with_the_second_address_and_moves_back_when_it_stops
     node, shards = first.expect("REGISTERED")
     assert node == "n0"
     assert [shard["shard_id"] for shard in json.loads(shards)] == ["n0-s0"]
-
-
-class Acking(ControlPlane):
-    def __init__(self) -> None:
-        self.registrations = 0
-
-    async def handle(self, session: ControlSession) -> None:
-        async for value in session:
-            if isinstance(value, Registration):
-                self.registrations += 1
-                await session.send(Ack(value.node.id, 0, "adopted"))
 
 
 async def until_acked(target: str | list[str], **options: Any) -> None:
