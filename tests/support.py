@@ -9,7 +9,8 @@
 * the two wire backends (`WireBackend`, `BACKENDS`) and a bounded runner of
   async tests (`run_async`);
 * the stream on loopback: a control plane served (`serving`, `target`) and one
-  that acks (`Acking`), a raw agent call (`raw_agent`), an application's
+  that acks (`Acking`), an agent lost told from a `handle` cancelled
+  (`lost_or_cancelled`), a raw agent call (`raw_agent`), an application's
   interceptor of the agent calls (`ConnectInterceptor`) and a relay in the
   middle (`loopback_relay`).
 """
@@ -62,10 +63,10 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
-from llmgw_wire.stream import CONNECT_ROUTE, ControlPlane, start_server
+from llmgw_wire.stream import CONNECT_ROUTE, ControlPlane, PeerUnavailable, start_server
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 
     from llmgw_wire.mapping._table import ModelWithMessage
     from llmgw_wire.stream import ControlSession, Server
@@ -722,6 +723,23 @@ class Acking(ControlPlane):
             if isinstance(value, Registration):
                 self.registrations += 1
                 await session.send(Ack(value.node.id, 0, "adopted"))
+
+
+@contextlib.contextmanager
+def lost_or_cancelled(ends: list[str]) -> Iterator[None]:
+    """Keep in `ends` how a `handle` running the block ended, if not through it.
+
+    "lost" for an agent lost (`PeerUnavailable`, taken here: the call ends as
+    the stream ends it); "cancelled" for a `handle` cancelled (raised on).
+    The block says itself how it ended otherwise.
+    """
+    try:
+        yield
+    except PeerUnavailable:
+        ends.append("lost")
+    except asyncio.CancelledError:
+        ends.append("cancelled")
+        raise
 
 
 def target(server: Server) -> str:

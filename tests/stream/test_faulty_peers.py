@@ -45,7 +45,14 @@ from llmgw_wire.testing.sample import sample_registration
 from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import ControlMessage, StartShard
 from tests.stream.test_stream import WAIT, Recording
-from tests.support import Acking, ConnectInterceptor, raw_agent, serving, target
+from tests.support import (
+    Acking,
+    ConnectInterceptor,
+    lost_or_cancelled,
+    raw_agent,
+    serving,
+    target,
+)
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -63,16 +70,11 @@ def test_an_agent_whose_call_is_cancelled_is_lost_not_leaving() -> None:
 
     async def control_plane(session: ControlSession) -> None:
         await session.recv(timeout=WAIT)
-        try:
+        with lost_or_cancelled(outcomes):
             # The agent cancels once the Ack has reached it: the cancellation
             # may find this end still in the send.
             await session.send(Ack("gpu-node-017"))
             outcomes.append("ended" if await session.recv(timeout=WAIT) is None else "value")
-        except PeerUnavailable:
-            outcomes.append("lost")
-        except asyncio.CancelledError:
-            outcomes.append("cancelled")
-            raise
 
     async def main() -> None:
         plane = Recording(control_plane)
@@ -132,20 +134,16 @@ class Ending(ControlPlane):
         self.calls += 1
         self.changed.set()
         try:
-            registration = await session.recv(timeout=WAIT)
-            assert isinstance(registration, Registration)
-            await session.send(Ack(registration.node.id))
-            if self.first is not None and self.calls == 1:
-                await self.first(session)
-            async for value in session:
-                self.received.append(value)
-                self.changed.set()
-            self.ends.append("ended")
-        except PeerUnavailable:
-            self.ends.append("lost")
-        except asyncio.CancelledError:
-            self.ends.append("cancelled")
-            raise
+            with lost_or_cancelled(self.ends):
+                registration = await session.recv(timeout=WAIT)
+                assert isinstance(registration, Registration)
+                await session.send(Ack(registration.node.id))
+                if self.first is not None and self.calls == 1:
+                    await self.first(session)
+                async for value in session:
+                    self.received.append(value)
+                    self.changed.set()
+                self.ends.append("ended")
         finally:
             self.changed.set()
 
