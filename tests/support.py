@@ -9,7 +9,7 @@
 * the two wire backends (`WireBackend`, `BACKENDS`) and a bounded runner of
   async tests (`run_async`);
 * the stream on loopback: a control plane served (`serving`, `target`) and one
-  that acks (`Acking`), an agent lost told from a `handle` cancelled
+  that acks (`Adopting`), an agent lost told from a `handle` cancelled
   (`lost_or_cancelled`), a raw agent call (`raw_agent`), an application's
   interceptor of the agent calls (`ConnectInterceptor`) and a relay in the
   middle (`loopback_relay`).
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 
     from llmgw_wire.mapping._table import ModelWithMessage
-    from llmgw_wire.stream import ControlSession, Server
+    from llmgw_wire.stream import ControlSession, PeerCertificate, Server
 
 # --- hand-made wire bytes ----------------------------------------------------
 
@@ -712,17 +712,27 @@ async def serving(plane: ControlPlane, **options: Any) -> AsyncIterator[Server]:
         await server.stop(grace=None)
 
 
-class Acking(ControlPlane):
-    """Acks each registration and counts them; reads each call to its end."""
+class Adopting(ControlPlane):
+    """Acks each registration, its shards adopted; keeps what each call brought.
+
+    Attributes:
+        registrations: how many registrations it acked.
+        handed: every value it was handed, in order.
+        certificates: each call's client certificate (None without one), in order.
+    """
 
     def __init__(self) -> None:
         self.registrations = 0
+        self.handed: list[object] = []
+        self.certificates: list[PeerCertificate | None] = []
 
     async def handle(self, session: ControlSession) -> None:
+        self.certificates.append(session.certificate)
         async for value in session:
+            self.handed.append(value)
             if isinstance(value, Registration):
                 self.registrations += 1
-                await session.send(Ack(value.node.id, 0, "adopted"))
+                await session.send(Ack(value.node.id, len(value.shards), "adopted"))
 
 
 @contextlib.contextmanager

@@ -46,7 +46,7 @@ from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import ControlMessage, StartShard
 from tests.stream.test_stream import WAIT, Recording
 from tests.support import (
-    Acking,
+    Adopting,
     ConnectInterceptor,
     lost_or_cancelled,
     raw_agent,
@@ -699,7 +699,7 @@ def test_a_refused_registration_waits_the_longest_delay_and_says_why(
 
 def test_a_registration_over_the_control_plane_s_limit_is_a_refusal() -> None:
     async def main() -> None:
-        plane = Acking()
+        plane = Adopting()
         async with serving(plane, max_message_size=1024) as server:
             with pytest.raises(StreamError) as error:
                 await keep_connected(

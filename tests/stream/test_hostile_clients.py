@@ -40,7 +40,7 @@ from llmgw_wire.stream._protocol import PEER_OVER_BUDGET
 from llmgw_wire.testing.sample import sample_large_registration, sample_registration
 from llmgw_wire.testing.stream import registration_of
 from tests.stream.test_stream import WAIT
-from tests.support import Acking, ld, loopback_relay, serving, target, vi
+from tests.support import Adopting, ld, loopback_relay, serving, target, vi
 from tests.support import run_async as run
 
 pytestmark = pytest.mark.timeout(300)
@@ -313,8 +313,8 @@ def test_ended_streams_leave_nothing_for_the_cyclic_collector() -> None:
     async def main() -> list[object]:
         # The deadline's own server: an agent of the other registers in time whatever the load.
         async with (
-            serving(Acking()) as server,
-            serving(Acking(), registration_timeout=0.01) as hurried,
+            serving(Adopting()) as server,
+            serving(Adopting(), registration_timeout=0.01) as hurried,
             grpc.aio.insecure_channel(target(server)) as channel,
             grpc.aio.insecure_channel(target(hurried)) as silent,
         ):
@@ -366,7 +366,7 @@ def test_one_peer_holds_only_its_share_of_the_calls_waiting_to_register() -> Non
     limits = ServerLimits(max_unregistered_calls=8, max_unregistered_calls_per_peer=4)
 
     async def main() -> None:
-        plane = Acking()
+        plane = Adopting()
         async with serving(plane, limits=limits) as server:
             channels = [grpc.aio.insecure_channel(target(server)) for _ in range(2)]
             try:
@@ -441,7 +441,7 @@ def test_a_registration_that_arrived_keeps_its_deadline_while_it_waits_to_be_dec
     # A deadline the registration's bytes arrive well within, even on a busy machine.
     deadline = 4.0
 
-    class Watching(Acking):
+    class Watching(Adopting):
         """Acks each registration; hands over each session as its `handle` starts."""
 
         def __init__(self) -> None:

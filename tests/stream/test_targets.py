@@ -22,7 +22,7 @@ from llmgw_wire.stream._targets import Targets, _split_dns
 from llmgw_wire.testing.sample import sample_registration
 from tests.stream.fake_peers import http2_fake, other_grpc_service
 from tests.stream.test_failover import WAIT, Role, roles, start
-from tests.support import Acking
+from tests.support import Adopting
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -88,7 +88,7 @@ async def until_acked(target: str | list[str], **options: Any) -> None:
 
 def test_an_agent_goes_past_a_standby_that_is_not_serving() -> None:
     async def main() -> None:
-        standby, leader = Acking(), Acking()
+        standby, leader = Adopting(), Adopting()
         first = await start_server(standby, serving=False)
         second = await start_server(leader)
         try:
@@ -104,9 +104,9 @@ def test_an_agent_goes_past_a_standby_that_is_not_serving() -> None:
 # --- what answered: an address that is no control plane -------------------------------
 
 
-async def standby_after(first: str, **options: Any) -> Acking:
+async def standby_after(first: str, **options: Any) -> Adopting:
     """Keep connected to [first, a real control plane] until acked; the control plane."""
-    standby = Acking()
+    standby = Adopting()
     server = await start_server(standby)
     try:
         await until_acked([first, f"127.0.0.1:{server.port}"], **options)
@@ -181,7 +181,7 @@ def test_a_refusal_from_each_address_ends_the_agent() -> None:
 def test_a_dns_name_stands_for_each_of_its_addresses() -> None:
     async def main() -> None:
         # "localhost" may resolve to ::1 first, where nothing listens: the agent goes on.
-        plane = Acking()
+        plane = Adopting()
         server = await start_server(plane)
         try:
             await until_acked(f"dns:localhost:{server.port}")
