@@ -8,11 +8,11 @@
   schemas (`FIXTURES`, `HEAD`, `read`, `write_head`, ...);
 * the two wire backends (`WireBackend`, `BACKENDS`) and a bounded runner of
   async tests (`run_async`);
-* the stream on loopback: a control plane served (`serving`, `target`) and one
-  that acks (`Adopting`), an agent lost told from a `handle` cancelled
-  (`lost_or_cancelled`), a raw agent call (`raw_agent`), an application's
-  interceptor of the agent calls (`ConnectInterceptor`) and a relay in the
-  middle (`loopback_relay`).
+* the stream on loopback: a control plane served (`serving`, `target`), a raw
+  agent call (`raw_agent`), a control plane that acks and keeps what it got
+  (`Adopting`), an agent lost told from a `handle` cancelled
+  (`lost_or_cancelled`), an application's interceptor of the agent calls
+  (`ConnectInterceptor`) and a relay in the middle (`loopback_relay`).
 """
 
 from __future__ import annotations
@@ -712,6 +712,18 @@ async def serving(plane: ControlPlane, **options: Any) -> AsyncIterator[Server]:
         await server.stop(grace=None)
 
 
+def target(server: Server) -> str:
+    """The address agents connect to `server` at."""
+    return f"127.0.0.1:{server.port}"
+
+
+@contextlib.asynccontextmanager
+async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[bytes, bytes]]:
+    """An agent call to `server` that sends whatever bytes the test writes."""
+    async with grpc.aio.insecure_channel(target(server)) as channel:
+        yield channel.stream_stream(CONNECT_ROUTE)()
+
+
 class Adopting(ControlPlane):
     """Acks each registration, its shards adopted; keeps what each call brought.
 
@@ -737,11 +749,11 @@ class Adopting(ControlPlane):
 
 @contextlib.contextmanager
 def lost_or_cancelled(ends: list[str]) -> Iterator[None]:
-    """Keep in `ends` how a `handle` running the block ended, if not through it.
+    """Keep in `ends` whether the block, in a `handle`, ended with its agent lost or cancelled.
 
-    "lost" for an agent lost (`PeerUnavailable`, taken here: the call ends as
-    the stream ends it); "cancelled" for a `handle` cancelled (raised on).
-    The block says itself how it ended otherwise.
+    "lost": `PeerUnavailable`, taken here (the call then ends as the stream
+    ends it); "cancelled": the `handle` was cancelled, which goes on. A block
+    that runs through says itself how it ended ("ended", ...).
     """
     try:
         yield
@@ -750,18 +762,6 @@ def lost_or_cancelled(ends: list[str]) -> Iterator[None]:
     except asyncio.CancelledError:
         ends.append("cancelled")
         raise
-
-
-def target(server: Server) -> str:
-    """The address agents connect to `server` at."""
-    return f"127.0.0.1:{server.port}"
-
-
-@contextlib.asynccontextmanager
-async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[bytes, bytes]]:
-    """An agent call to `server` that sends whatever bytes the test writes."""
-    async with grpc.aio.insecure_channel(target(server)) as channel:
-        yield channel.stream_stream(CONNECT_ROUTE)()
 
 
 class ConnectInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
