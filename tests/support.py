@@ -7,12 +7,18 @@
 * the frozen wire fixtures: how they are made, read and compared across
   schemas (`FIXTURES`, `HEAD`, `read`, `write_head`, ...);
 * the two wire backends (`WireBackend`, `BACKENDS`) and a bounded runner of
-  async tests (`run_async`).
+  async tests (`run_async`);
+* the stream on loopback: a control plane served (`serving`, `target`), a raw
+  agent call (`raw_agent`), a control plane that acks and keeps what it got
+  (`Adopting`), an agent lost told from a `handle` cancelled
+  (`lost_or_cancelled`), an application's interceptor of the agent calls
+  (`ConnectInterceptor`) and a relay in the middle (`loopback_relay`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -24,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
+import grpc
+import grpc.aio
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -55,11 +63,13 @@ from llmgw_wire.domain import (
     StopCommand,
     Storage,
 )
+from llmgw_wire.stream import CONNECT_ROUTE, ControlPlane, PeerUnavailable, start_server
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
+    from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 
     from llmgw_wire.mapping._table import ModelWithMessage
+    from llmgw_wire.stream import ControlSession, PeerCertificate, Server
 
 # --- hand-made wire bytes ----------------------------------------------------
 
@@ -687,6 +697,148 @@ def mypy_as_dependent(tmp_path: Path, source: str) -> subprocess.CompletedProces
 def run_async(main: Callable[[], Coroutine[Any, Any, None]], timeout: float = 90) -> None:
     """Run one async test, bounded: a hang fails the test instead of the run."""
     asyncio.run(asyncio.wait_for(main(), timeout))
+
+
+# --- the stream on loopback --------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def serving(plane: ControlPlane, **options: Any) -> AsyncIterator[Server]:
+    """`plane` served on 127.0.0.1 for the block (`start_server`'s `options`); stopped at once."""
+    server = await start_server(plane, **options)
+    try:
+        yield server
+    finally:
+        await server.stop(grace=None)
+
+
+def target(server: Server) -> str:
+    """The address agents connect to `server` at."""
+    return f"127.0.0.1:{server.port}"
+
+
+@contextlib.asynccontextmanager
+async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[bytes, bytes]]:
+    """An agent call to `server` that sends whatever bytes the test writes."""
+    async with grpc.aio.insecure_channel(target(server)) as channel:
+        yield channel.stream_stream(CONNECT_ROUTE)()
+
+
+class Adopting(ControlPlane):
+    """Acks each registration, its shards adopted; keeps what each call brought.
+
+    Attributes:
+        registrations: how many registrations it acked.
+        handed: every value it was handed, in order.
+        certificates: each call's client certificate (None without one), in order.
+    """
+
+    def __init__(self) -> None:
+        self.registrations = 0
+        self.handed: list[object] = []
+        self.certificates: list[PeerCertificate | None] = []
+
+    async def handle(self, session: ControlSession) -> None:
+        self.certificates.append(session.certificate)
+        async for value in session:
+            self.handed.append(value)
+            if isinstance(value, Registration):
+                self.registrations += 1
+                await session.send(Ack(value.node.id, len(value.shards), "adopted"))
+
+
+@contextlib.contextmanager
+def lost_or_cancelled(ends: list[str]) -> Iterator[None]:
+    """Keep in `ends` whether the block, in a `handle`, ended with its agent lost or cancelled.
+
+    "lost": `PeerUnavailable`, taken here (the call then ends as the stream
+    ends it); "cancelled": the `handle` was cancelled, which goes on. A block
+    that runs through says itself how it ended ("ended", ...).
+    """
+    try:
+        yield
+    except PeerUnavailable:
+        ends.append("lost")
+    except asyncio.CancelledError:
+        ends.append("cancelled")
+        raise
+
+
+class ConnectInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """An application's interceptor that sees the context of each agent stream first.
+
+    `context` is given each call's context as the call starts, and returns
+    the context the stream's handler gets in its place: the same one, kept
+    by the test, or one of the test's own around it. Other calls pass as
+    they are.
+    """
+
+    def context(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> Any:
+        return context
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if details.method != CONNECT_ROUTE:
+            return handler
+
+        async def serve(requests: object, context: Any) -> AsyncIterator[bytes]:
+            async for response in handler.stream_stream(requests, self.context(context)):
+                yield response
+
+        return grpc.stream_stream_rpc_method_handler(serve)
+
+
+@contextlib.asynccontextmanager
+async def loopback_relay(
+    port: int, *, source: str = "127.0.0.1", replace: tuple[bytes, bytes] | None = None
+) -> AsyncIterator[str]:
+    """A relay on 127.0.0.1 to the server at `port`, for the block: its address.
+
+    Its connections to the server come from `source` (127.0.0.2: another
+    peer). With `replace=(old, new)`, `new` as long as `old`, what clients
+    send reaches the server with each `old` made `new`, across reads: bytes
+    no client sent, from a peer in the middle.
+    """
+    if replace is not None:
+        assert len(replace[0]) == len(replace[1])
+
+    async def pipe(
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        swap: tuple[bytes, bytes] | None,
+    ) -> None:
+        kept = b""  # the end of what was read, if `old` may go on from it
+        try:
+            while data := await reader.read(65536):
+                if swap is not None:
+                    old, new = swap
+                    data = (kept + data).replace(old, new)
+                    # The longest end of `data` that begins `old` waits for the next read.
+                    begun = next(n for n in range(len(old) - 1, -1, -1) if data.endswith(old[:n]))
+                    data, kept = data[: len(data) - begun], data[len(data) - begun :]
+                writer.write(data)
+                await writer.drain()
+            writer.write(kept)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(
+            "127.0.0.1", port, local_addr=(source, 0)
+        )
+        await asyncio.gather(pipe(reader, up_writer, replace), pipe(up_reader, writer, None))
+
+    relay = await asyncio.start_server(connection, "127.0.0.1", 0)
+    try:
+        yield f"127.0.0.1:{relay.sockets[0].getsockname()[1]}"
+    finally:
+        relay.close()
 
 
 # --- the load run ------------------------------------------------------------

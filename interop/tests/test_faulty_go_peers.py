@@ -15,7 +15,6 @@ from llmgw_wire.stream import (
     REFUSED_COMMAND,
     ControlPlane,
     ControlSession,
-    PeerUnavailable,
     Server,
     connect,
     keep_connected,
@@ -23,6 +22,7 @@ from llmgw_wire.stream import (
 )
 from llmgw_wire.testing.sample import sample_command
 from llmgw_wire.testing.stream import registration_of
+from tests.support import lost_or_cancelled
 
 RUNS = int(os.environ.get("LLMGW_INTEROP_RUNS", "10"))
 
@@ -34,7 +34,7 @@ class Outcomes(ControlPlane):
         self.ends: list[str] = []
 
     async def handle(self, session: ControlSession) -> None:
-        try:
+        with lost_or_cancelled(self.ends):
             first = await session.recv(timeout=WAIT)
             assert isinstance(first, Registration)
             await session.send(Ack(first.node.id, len(first.shards)))
@@ -42,11 +42,6 @@ class Outcomes(ControlPlane):
             async for _ in session:
                 pass
             self.ends.append("ended")
-        except PeerUnavailable:
-            self.ends.append("lost")
-        except asyncio.CancelledError:
-            self.ends.append("cancelled")
-            raise
 
 
 async def served(plane: ControlPlane, **options: object) -> Server:

@@ -18,7 +18,6 @@ from llmgw_wire import Ack, Heartbeat, Registration, ShardReport, State
 from llmgw_wire.codec.envelope import encode_envelope
 from llmgw_wire.errors import StatusCode
 from llmgw_wire.stream import (
-    CONNECT_ROUTE,
     REFUSED_COMMAND,
     AgentSession,
     Backoff,
@@ -45,7 +44,15 @@ from llmgw_wire.stream._targets import Targets
 from llmgw_wire.testing.sample import sample_registration
 from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import ControlMessage, StartShard
-from tests.stream.test_stream import WAIT, Recording, raw_agent, serving, target
+from tests.stream.test_stream import WAIT, Recording
+from tests.support import (
+    Adopting,
+    ConnectInterceptor,
+    lost_or_cancelled,
+    raw_agent,
+    serving,
+    target,
+)
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -63,16 +70,11 @@ def test_an_agent_whose_call_is_cancelled_is_lost_not_leaving() -> None:
 
     async def control_plane(session: ControlSession) -> None:
         await session.recv(timeout=WAIT)
-        try:
+        with lost_or_cancelled(outcomes):
             # The agent cancels once the Ack has reached it: the cancellation
             # may find this end still in the send.
             await session.send(Ack("gpu-node-017"))
             outcomes.append("ended" if await session.recv(timeout=WAIT) is None else "value")
-        except PeerUnavailable:
-            outcomes.append("lost")
-        except asyncio.CancelledError:
-            outcomes.append("cancelled")
-            raise
 
     async def main() -> None:
         plane = Recording(control_plane)
@@ -132,20 +134,16 @@ class Ending(ControlPlane):
         self.calls += 1
         self.changed.set()
         try:
-            registration = await session.recv(timeout=WAIT)
-            assert isinstance(registration, Registration)
-            await session.send(Ack(registration.node.id))
-            if self.first is not None and self.calls == 1:
-                await self.first(session)
-            async for value in session:
-                self.received.append(value)
-                self.changed.set()
-            self.ends.append("ended")
-        except PeerUnavailable:
-            self.ends.append("lost")
-        except asyncio.CancelledError:
-            self.ends.append("cancelled")
-            raise
+            with lost_or_cancelled(self.ends):
+                registration = await session.recv(timeout=WAIT)
+                assert isinstance(registration, Registration)
+                await session.send(Ack(registration.node.id))
+                if self.first is not None and self.calls == 1:
+                    await self.first(session)
+                async for value in session:
+                    self.received.append(value)
+                    self.changed.set()
+                self.ends.append("ended")
         finally:
             self.changed.set()
 
@@ -227,7 +225,7 @@ def test_stop_is_honoured_while_connecting() -> None:
     run(main)
 
 
-class Contexts(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class Contexts(ConnectInterceptor):
     """An application's interceptor that keeps the context of each agent stream, in order.
 
     What a `handle` writes through one reaches the agent as it is: bytes that
@@ -237,22 +235,9 @@ class Contexts(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(self) -> None:
         self.contexts: asyncio.Queue[grpc.aio.ServicerContext[bytes, bytes]] = asyncio.Queue()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if details.method != CONNECT_ROUTE:
-            return handler
-        contexts = self.contexts
-
-        async def serve(requests: object, context: Any) -> AsyncIterator[bytes]:
-            contexts.put_nowait(context)
-            async for response in handler.stream_stream(requests, context):
-                yield response
-
-        return grpc.stream_stream_rpc_method_handler(serve)
+    def context(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> Any:
+        self.contexts.put_nowait(context)
+        return context
 
 
 @contextlib.asynccontextmanager
@@ -712,19 +697,9 @@ def test_a_refused_registration_waits_the_longest_delay_and_says_why(
     assert all(wait.endswith("in 0.5 s") for wait in waits), waits
 
 
-class Reading(ControlPlane):
-    def __init__(self) -> None:
-        self.registrations = 0
-
-    async def handle(self, session: ControlSession) -> None:
-        async for value in session:
-            if isinstance(value, Registration):
-                self.registrations += 1
-
-
 def test_a_registration_over_the_control_plane_s_limit_is_a_refusal() -> None:
     async def main() -> None:
-        plane = Reading()
+        plane = Adopting()
         async with serving(plane, max_message_size=1024) as server:
             with pytest.raises(StreamError) as error:
                 await keep_connected(

@@ -19,7 +19,7 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
-from tests.stream.test_hostile_clients import from_another_address
+from tests.support import loopback_relay
 from tests.support import run_async as run
 
 pytestmark = pytest.mark.timeout(120)
@@ -239,8 +239,9 @@ def test_watches_are_counted_per_peer_and_server_and_end_after_their_lifetime() 
                 over = stub.Watch(request)
                 assert await over.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
                 assert "from this peer" in await over.details()
+                # From another address: another peer, with a share of its own.
                 async with (
-                    from_another_address(server) as relay,
+                    loopback_relay(server.port, source="127.0.0.2") as relay,
                     grpc.aio.insecure_channel(relay) as other,
                 ):
                     other_stub = health_pb2_grpc.HealthStub(other)

@@ -11,7 +11,7 @@ import logging
 import sys
 import time
 import types
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -39,12 +39,9 @@ from llmgw_wire.stream._peers import DecodeTurns, decode_turns
 from llmgw_wire.stream._protocol import PEER_OVER_BUDGET
 from llmgw_wire.testing.sample import sample_large_registration, sample_registration
 from llmgw_wire.testing.stream import registration_of
-from tests.stream.test_stream import WAIT, serving, target
-from tests.support import ld, vi
+from tests.stream.test_stream import WAIT
+from tests.support import Adopting, ld, loopback_relay, serving, target, vi
 from tests.support import run_async as run
-
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -316,8 +313,8 @@ def test_ended_streams_leave_nothing_for_the_cyclic_collector() -> None:
     async def main() -> list[object]:
         # The deadline's own server: an agent of the other registers in time whatever the load.
         async with (
-            serving(Acking()) as server,
-            serving(Acking(), registration_timeout=0.01) as hurried,
+            serving(Adopting()) as server,
+            serving(Adopting(), registration_timeout=0.01) as hurried,
             grpc.aio.insecure_channel(target(server)) as channel,
             grpc.aio.insecure_channel(target(hurried)) as silent,
         ):
@@ -356,15 +353,6 @@ def test_ended_streams_leave_nothing_for_the_cyclic_collector() -> None:
     assert not cyclic, kinds.most_common(10)
 
 
-class Acking(ControlPlane):
-    """Acks each registration; reads to the end."""
-
-    async def handle(self, session: ControlSession) -> None:
-        async for value in session:
-            if isinstance(value, Registration):
-                await session.send(Ack(value.node.id))
-
-
 async def _drained(server: Server) -> None:
     """Wait until no call of `server` is open (each one's end has run)."""
     try:
@@ -373,40 +361,12 @@ async def _drained(server: Server) -> None:
         raise AssertionError(f"{server.service.calls} calls still open") from None
 
 
-@contextlib.asynccontextmanager
-async def from_another_address(server: Server) -> AsyncIterator[str]:
-    """A loopback relay to `server` whose connections come from 127.0.0.2: another peer."""
-
-    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while data := await reader.read(65536):
-                writer.write(data)
-                await writer.drain()
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(
-            "127.0.0.1", server.port, local_addr=("127.0.0.2", 0)
-        )
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-    relay_server = await asyncio.start_server(relay, "127.0.0.1", 0)
-    port = relay_server.sockets[0].getsockname()[1]
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        relay_server.close()
-
-
 def test_one_peer_holds_only_its_share_of_the_calls_waiting_to_register() -> None:
     """One address fills its share with silent calls; an agent from another still registers."""
     limits = ServerLimits(max_unregistered_calls=8, max_unregistered_calls_per_peer=4)
 
     async def main() -> None:
-        plane = Acking()
+        plane = Adopting()
         async with serving(plane, limits=limits) as server:
             channels = [grpc.aio.insecure_channel(target(server)) for _ in range(2)]
             try:
@@ -418,7 +378,8 @@ def test_one_peer_holds_only_its_share_of_the_calls_waiting_to_register() -> Non
                 codes = [await call.code() for call in ended]
                 assert codes == [grpc.StatusCode.RESOURCE_EXHAUSTED] * 8
                 assert "from this peer" in await ended[0].details()
-                async with from_another_address(server) as relay:
+                # From another address: another peer.
+                async with loopback_relay(server.port, source="127.0.0.2") as relay:
                     assert await register_and_ack(relay) == "gpu-node-017"
             finally:
                 for channel in channels:
@@ -480,10 +441,11 @@ def test_a_registration_that_arrived_keeps_its_deadline_while_it_waits_to_be_dec
     # A deadline the registration's bytes arrive well within, even on a busy machine.
     deadline = 4.0
 
-    class Watching(Acking):
+    class Watching(Adopting):
         """Acks each registration; hands over each session as its `handle` starts."""
 
         def __init__(self) -> None:
+            super().__init__()
             self.sessions: asyncio.Queue[ControlSession] = asyncio.Queue()
 
         async def handle(self, session: ControlSession) -> None:

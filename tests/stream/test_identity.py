@@ -11,7 +11,8 @@ from llmgw_wire import Ack, Heartbeat, Registration
 from llmgw_wire.stream import StreamError, connect, start_server
 from llmgw_wire.testing.stream import registration_of
 from tests.stream.test_stream import REPORT
-from tests.stream.test_stream_tls import NODE, PKI, WAIT, Adopting, pki
+from tests.stream.test_stream_tls import NODE, PKI, WAIT, pki
+from tests.support import Adopting
 from tests.support import run_async as run
 
 if TYPE_CHECKING:

@@ -9,7 +9,6 @@ registration timeout (600 s) a wrong behaviour would fall back to.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -33,15 +32,17 @@ from llmgw_wire.stream import (
     connect,
     keep_connected,
     server_options,
-    start_server,
 )
 from llmgw_wire.stream._session import UNREADABLE_BEFORE_REGISTRATION
 from llmgw_wire.testing.sample import sample_command, sample_registration
 from llmgw_wire.v1 import AgentMessage, Register
+from tests.support import ConnectInterceptor, loopback_relay, raw_agent, target
 from tests.support import run_async as run
+from tests.support import serving as serving_on_loopback
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import Awaitable, Callable
+    from contextlib import AbstractAsyncContextManager
 
     from llmgw_wire.stream import Server
 
@@ -95,23 +96,9 @@ async def read_to_the_end(session: ControlSession) -> str:
     return "half-closed"
 
 
-@contextlib.asynccontextmanager
-async def serving(plane: ControlPlane, **options: Any) -> AsyncIterator[Server]:
-    server = await start_server(plane, registration_timeout=NEVER, **options)
-    try:
-        yield server
-    finally:
-        await server.stop(grace=None)
-
-
-def target(server: Server) -> str:
-    return f"127.0.0.1:{server.port}"
-
-
-@contextlib.asynccontextmanager
-async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[bytes, bytes]]:
-    async with grpc.aio.insecure_channel(target(server)) as channel:
-        yield channel.stream_stream(CONNECT_ROUTE)()
+def serving(plane: ControlPlane, **options: Any) -> AbstractAsyncContextManager[Server]:
+    """`plane` served on loopback, with a registration timeout no test waits for."""
+    return serving_on_loopback(plane, registration_timeout=NEVER, **options)
 
 
 # --- a refusal the agent can act on -------------------------------------------------------
@@ -132,46 +119,6 @@ def test_a_first_message_that_does_not_decode_is_refused_at_once_with_the_reason
     run(main)
 
 
-@contextlib.asynccontextmanager
-async def corrupting(server: Server, old: bytes, new: bytes) -> AsyncIterator[str]:
-    """A loopback relay to `server` that replaces `old` with `new` (as long) in what agents send.
-
-    What the agent's session sends whole reaches the control plane as bytes
-    no session would send: a peer in the middle, not the session's call.
-    """
-    assert len(old) == len(new)
-
-    async def pipe(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, rewrite: bool
-    ) -> None:
-        kept = b""  # the end of what was read, if `old` may go on from it
-        try:
-            while data := await reader.read(65536):
-                if rewrite:
-                    data = (kept + data).replace(old, new)
-                    # The longest end of `data` that begins `old` waits for the next read.
-                    begun = next(n for n in range(len(old) - 1, -1, -1) if data.endswith(old[:n]))
-                    data, kept = data[: len(data) - begun], data[len(data) - begun :]
-                writer.write(data)
-                await writer.drain()
-            writer.write(kept)
-        except (ConnectionError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", server.port)
-        await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
-
-    relay_server = await asyncio.start_server(relay, "127.0.0.1", 0)
-    port = relay_server.sockets[0].getsockname()[1]
-    try:
-        yield f"127.0.0.1:{port}"
-    finally:
-        relay_server.close()
-
-
 def test_an_agent_sees_its_unreadable_registration_as_message_rejected() -> None:
     registration = Registration(node=Node(id="unreadable-node"))
     # Its node id, with a last byte that is not UTF-8.
@@ -181,7 +128,10 @@ def test_an_agent_sees_its_unreadable_registration_as_message_rejected() -> None
 
     async def main() -> None:
         async with serving(Plane(read_to_the_end)) as server:
-            async with corrupting(server, old, new) as address, connect(address) as session:
+            # A peer in the middle: the session sends its registration whole, and the
+            # control plane gets bytes no session would send.
+            relay = loopback_relay(server.port, replace=(old, new))
+            async with relay as address, connect(address) as session:
                 await session.send(registration)
                 with pytest.raises(MessageRejected) as error:
                     await session.recv(timeout=WAIT)
@@ -314,7 +264,7 @@ def test_a_send_waiting_for_its_turn_times_out_with_nothing_sent(
     run(main)
 
 
-class FullWindows(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class FullWindows(ConnectInterceptor):
     """An application's interceptor that makes every agent's windows full after one message.
 
     The call's first write goes to the agent; every later one does not
@@ -326,38 +276,26 @@ class FullWindows(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(self) -> None:
         self.stuck = asyncio.Event()
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
-        details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
-        handler = await continuation(details)
-        if details.method != CONNECT_ROUTE:
-            return handler
+    def context(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> Any:
         stuck = self.stuck
 
         class Context:
             """The call's context, whose writes stick after the first."""
 
-            def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
-                self._context = context
+            def __init__(self) -> None:
                 self._written = 0
 
             def __getattr__(self, name: str) -> Any:
-                return getattr(self._context, name)
+                return getattr(context, name)
 
             async def write(self, data: bytes) -> None:
                 if self._written:
                     stuck.set()
                     await asyncio.Event().wait()  # the agent takes nothing more
                 self._written += 1
-                await self._context.write(data)
+                await context.write(data)
 
-        async def serve(requests: object, context: Any) -> AsyncIterator[bytes]:
-            async for response in handler.stream_stream(requests, Context(context)):
-                yield response
-
-        return grpc.stream_stream_rpc_method_handler(serve)
+        return Context()
 
 
 def test_the_server_bounds_a_send_that_gives_no_timeout_and_a_stop_does_not_wait_for_it() -> None:

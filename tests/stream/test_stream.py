@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
 import grpc
@@ -34,7 +34,6 @@ from llmgw_wire import (
 from llmgw_wire.codec.envelope import AGENT_MESSAGE, decode_envelope, encode_envelope
 from llmgw_wire.errors import DecodeError, StatusCode, UsageError
 from llmgw_wire.stream import (
-    CONNECT_ROUTE,
     AgentSession,
     Backoff,
     ControlPlane,
@@ -43,7 +42,6 @@ from llmgw_wire.stream import (
     PeerUnavailable,
     PermissionDenied,
     RegistrationTimeout,
-    Server,
     StreamClosed,
     StreamError,
     Unauthenticated,
@@ -61,10 +59,11 @@ from llmgw_wire.testing.sample import (
 )
 from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import AgentMessage, Register
+from tests.support import raw_agent, serving, target
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import Awaitable, Callable
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -98,27 +97,6 @@ class Recording(ControlPlane):
         finally:
             if not self.ended.done():
                 self.ended.set_result(outcome)
-
-
-@contextlib.asynccontextmanager
-async def serving(plane: ControlPlane, **options: Any) -> AsyncIterator[Server]:
-    server = await start_server(plane, **options)
-    try:
-        yield server
-    finally:
-        await server.stop(grace=None)
-
-
-def target(server: Server) -> str:
-    return f"127.0.0.1:{server.port}"
-
-
-@contextlib.asynccontextmanager
-async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[bytes, bytes]]:
-    """A call that sends whatever bytes the test says."""
-    async with grpc.aio.insecure_channel(target(server)) as channel:
-        call = channel.stream_stream(CONNECT_ROUTE)()
-        yield call
 
 
 # --- the exchange -----------------------------------------------------------------

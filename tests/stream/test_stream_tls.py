@@ -8,12 +8,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import pytest
 
-from llmgw_wire import Ack, Registration
+from llmgw_wire import Ack
 from llmgw_wire.errors import StatusCode
 from llmgw_wire.stream import (
     ClientTLS,
-    ControlPlane,
-    ControlSession,
     PeerCertificate,
     PeerUnavailable,
     PermissionDenied,
@@ -23,6 +21,7 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.stream import registration_of
+from tests.support import Adopting
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -64,21 +63,6 @@ def pki() -> PKI:
         ca.issue_cert("127.0.0.1", "localhost"),
         ca.issue_cert(NODE, common_name="agent-cn-017"),
     )
-
-
-class Adopting(ControlPlane):
-    """Acks every registration; keeps what it was handed."""
-
-    def __init__(self) -> None:
-        self.handed: list[object] = []
-        self.certificates: list[PeerCertificate | None] = []
-
-    async def handle(self, session: ControlSession) -> None:
-        self.certificates.append(session.certificate)
-        async for value in session:
-            self.handed.append(value)
-            if isinstance(value, Registration):
-                await session.send(Ack(value.node.id, len(value.shards), "adopted"))
 
 
 async def exchange(port: int, tls: ClientTLS | None, node_id: str = NODE) -> object:

@@ -27,7 +27,8 @@ import pytest
 from llmgw_wire import Ack
 from llmgw_wire.stream import ClientTLS, ServerTLS, start_server
 from llmgw_wire.stream._tls import _fresh
-from tests.stream.test_tls_rotation import Adopting, register, replace, write_cert
+from tests.stream.test_tls_rotation import register, replace, write_cert
+from tests.support import Adopting
 from tests.support import run_async as run
 
 trustme = pytest.importorskip("trustme")
@@ -203,7 +204,8 @@ from pathlib import Path
 from llmgw_wire import Ack
 from llmgw_wire.stream import ClientTLS, ServerTLS, start_server
 from llmgw_wire.stream._tls import _fresh
-from tests.stream.test_tls_rotation import Adopting, register, write_cert
+from tests.stream.test_tls_rotation import register, write_cert
+from tests.support import Adopting
 import trustme
 
 folder = Path(sys.argv[1])

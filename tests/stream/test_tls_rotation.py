@@ -8,12 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from llmgw_wire import Ack, Registration
+from llmgw_wire import Ack
 from llmgw_wire.stream import (
     ClientTLS,
-    ControlPlane,
-    ControlSession,
-    PeerCertificate,
     ServerTLS,
     StreamError,
     Unauthenticated,
@@ -21,6 +18,7 @@ from llmgw_wire.stream import (
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
+from tests.support import Adopting
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -30,17 +28,6 @@ trustme = pytest.importorskip("trustme")
 
 pytestmark = pytest.mark.timeout(120)
 WAIT = 20.0
-
-
-class Adopting(ControlPlane):
-    def __init__(self) -> None:
-        self.certificates: list[PeerCertificate | None] = []
-
-    async def handle(self, session: ControlSession) -> None:
-        self.certificates.append(session.certificate)
-        async for value in session:
-            if isinstance(value, Registration):
-                await session.send(Ack(value.node.id, 0, "adopted"))
 
 
 def replace(path: Path, pem: bytes) -> None:

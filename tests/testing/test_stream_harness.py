@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 
 from llmgw_wire import Ack, Heartbeat, Registration, ShardCommand
-from llmgw_wire.errors import PermissionDenied, StreamError
+from llmgw_wire.errors import PeerUnavailable, PermissionDenied, StreamClosed, StreamError
 from llmgw_wire.stream import ControlPlane, ControlSession, connect
 from llmgw_wire.testing.sample import sample_command
-from llmgw_wire.testing.stream import StreamHarness, control_plane, loopback, registration_of
+from llmgw_wire.testing.stream import (
+    WAIT,
+    StreamHarness,
+    control_plane,
+    loopback,
+    registration_of,
+)
 from tests.testing.test_plugin import _dependent
 
 pytestmark = pytest.mark.timeout(180)
@@ -56,9 +62,13 @@ def test_leaving_the_block_leaves_nothing_running() -> None:
         async with loopback(Placing()) as stream:
             agents = [await stream.agent() for _ in range(3)]
             await agents[0].expect(Ack)
-        # Every call ended by the server's stop: the agents read its status.
+        # The server has stopped, with no agent's call left open on it...
+        await asyncio.wait_for(stream.server.wait_closed(), WAIT)
+        assert stream.server.service.calls == 0
+        # ...and no agent's call goes on: nothing more can be sent on any.
         for agent in agents:
-            assert agent.session._client_call.done()
+            with pytest.raises((StreamClosed, PeerUnavailable)):
+                await agent.send(Heartbeat())
 
     # `run` fails if any task was left.
     StreamHarness().run(main)
