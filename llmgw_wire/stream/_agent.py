@@ -76,7 +76,7 @@ class _ClientCall:
         registration = (REGISTRATION_DEADLINE, "1") in tuple(trailers or ())
         return status_error(code.name, details or "", tls=self._tls, registration=registration)
 
-    async def _status(self) -> StreamError | None:
+    async def status(self) -> StreamError | None:
         code = await self._call.code()
         if code == grpc.StatusCode.OK:
             return None
@@ -89,7 +89,7 @@ class _ClientCall:
         except grpc.aio.AioRpcError as exc:
             raise self._error(exc.code(), exc.details(), exc.trailing_metadata()) from None
         if data is grpc.aio.EOF:
-            error = await self._status()
+            error = await self.status()
             if error is not None:
                 raise error
             return None
@@ -102,7 +102,7 @@ class _ClientCall:
             raise self._error(exc.code(), exc.details(), exc.trailing_metadata()) from None
         except CallOver:
             # Whatever the interleaving, the status the control plane sent.
-            error = await self._status()
+            error = await self.status()
             if error is not None:
                 raise error from None
             raise StreamClosed("the call is over: the control plane ended it") from None

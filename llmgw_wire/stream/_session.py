@@ -800,7 +800,9 @@ class AgentSession(_Session[FromAgent, FromControl]):
 
         What the control plane still sends is dropped (and counted in a log
         line); after `grace` seconds the call is cancelled instead. A call
-        already over is left as it is.
+        already over is left as it is, without waiting. Either way, a `recv`
+        after it gives how the call ended, if it ended before the grace
+        did: None for OK, else the error (`PeerUnavailable` for a stop).
 
         Args:
             grace: seconds to wait at most for the control plane's end.
@@ -821,6 +823,10 @@ class AgentSession(_Session[FromAgent, FromControl]):
                 del self._deadlines[task]
             if dropped:
                 logger.info("dropped %d values %s sent after the agent left", dropped, self)
+        elif self._end is None:
+            # Over before the reader read its end (if the reader ran at all):
+            # that end, not the OK one `stop_reading` gives a session it stops.
+            self._ended_with(_End(await self._client_call.status()))
         await self.stop_reading()
         if not self._client_call.done():
             self._client_call.cancel()
@@ -860,6 +866,9 @@ class ClientCall(Call, Protocol):
 
     def done(self) -> bool:
         """Whether the call is over."""
+
+    async def status(self) -> StreamError | None:
+        """How the call ended, once it is over: None for OK, else its error."""
 
 
 def refused_command_report(data: bytes, error: DecodeError) -> ShardReport | None:

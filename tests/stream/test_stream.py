@@ -59,7 +59,7 @@ from llmgw_wire.testing.sample import (
 )
 from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import AgentMessage, Register
-from tests.support import raw_agent, serving, target
+from tests.support import Adopting, raw_agent, serving, target
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -280,6 +280,29 @@ def test_a_graceful_stop_delivers_everything_then_unavailable() -> None:
         assert plane.ended.result() == "cancelled"
 
     for _ in range(5):
+        run(main)
+
+
+def test_leaving_a_call_a_stop_ended_keeps_its_end_though_nothing_was_read() -> None:
+    """After `leave`, `recv` gives how the call ended: the stop's UNAVAILABLE, not an OK end.
+
+    The agent never reads, so its reader never sees the end; by the time it
+    leaves, its call is over (or, if grpc has not told it yet, `leave` reads
+    the end): either way, the stop is what it is told.
+    """
+
+    async def main() -> None:
+        plane = Adopting()
+        server = await start_server(plane)
+        async with connect(target(server)) as session:
+            await session.send(sample_registration())
+            await server.stop(grace=WAIT)
+            await session.leave(WAIT)
+            for _ in range(2):  # and the same answer again
+                with pytest.raises(PeerUnavailable, match="the control plane is stopping"):
+                    await session.recv(timeout=WAIT)
+
+    for _ in range(3):
         run(main)
 
 
