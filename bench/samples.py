@@ -18,6 +18,7 @@ __all__ = [
     "registration",
     "registration_for",
     "registration_negative",
+    "registration_of_its_own",
     "registration_with_gpus",
     "report",
 ]
@@ -80,6 +81,24 @@ def registration_for(number: int) -> Registration:
     node = attrs.evolve(reg.node, id=node_id, hostname=f"{node_id}.dc1.example.net")
     shards = tuple(attrs.evolve(shard, node_id=node_id) for shard in reg.shards)
     return Registration(node=node, shards=shards)
+
+
+def registration_of_its_own(number: int) -> Registration:
+    """Agent `number`'s registration with what differs from node to node in a real fleet.
+
+    Besides its names: each GPU's UUID (unique to its card) and each
+    storage's free bytes. Decoding a run of these, `decode` finds little of
+    a node to share with the nodes before it.
+    """
+    reg = registration_for(number)
+    gpus = tuple(
+        attrs.evolve(gpu, uuid=f"GPU-{number:08d}-{position:04d}-0000-0000-000000000000")
+        for position, gpu in enumerate(reg.node.gpus)
+    )
+    storage = tuple(
+        attrs.evolve(each, free_bytes=each.free_bytes - number * 4096) for each in reg.node.storage
+    )
+    return Registration(attrs.evolve(reg.node, gpus=gpus, storage=storage), reg.shards)
 
 
 def command() -> ShardCommand:

@@ -76,6 +76,7 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
         ("Register (1 GPU)", "bytes -> domain"),
         ("Register (64 GPUs)", "bytes -> domain"),
         ("Register (512 GPUs)", "bytes -> domain"),
+        ("Register (a fleet, each its own)", "bytes -> domain"),
         ("ControlMessage(start_shard)", "domain -> bytes"),
     }
     for result in report["results"]:
@@ -184,3 +185,13 @@ def test_the_tuned_hand_written_decoding_builds_what_decode_builds(value: Any) -
     built = from_wire(official.FromString(raw))
     assert built == decode(raw, model) == value
     _same_types(built, decode(raw, model))
+
+
+def test_the_fleet_s_registrations_are_each_its_own() -> None:
+    """What makes the fleet row differ from the sample's: nothing of a node repeats in another."""
+    first, second = samples.registration_of_its_own(1), samples.registration_of_its_own(2)
+    assert first.node.id != second.node.id
+    assert not {gpu.uuid for gpu in first.node.gpus} & {gpu.uuid for gpu in second.node.gpus}
+    assert len({gpu.uuid for gpu in first.node.gpus}) == len(first.node.gpus)
+    assert first.node.storage != second.node.storage
+    assert [g.index for g in first.node.gpus] == [g.index for g in second.node.gpus]
