@@ -59,7 +59,7 @@ from llmgw_wire.testing.sample import (
 )
 from llmgw_wire.testing.stream import registration_of
 from llmgw_wire.v1 import AgentMessage, Register
-from tests.support import Adopting, raw_agent, serving, target
+from tests.support import raw_agent, serving, target
 from tests.support import run_async as run
 
 if TYPE_CHECKING:
@@ -291,11 +291,23 @@ def test_leaving_a_call_a_stop_ended_keeps_its_end_though_nothing_was_read() -> 
     the end): either way, the stop is what it is told.
     """
 
+    registered: asyncio.Event
+
+    async def control_plane(session: ControlSession) -> None:
+        await session.recv(timeout=WAIT)
+        await session.send(Ack("gpu-node-017", 2, "adopted"))  # which the agent never reads
+        registered.set()
+        async for _ in session:
+            pass
+
     async def main() -> None:
-        plane = Adopting()
-        server = await start_server(plane)
+        nonlocal registered
+        registered = asyncio.Event()
+        server = await start_server(Recording(control_plane))
         async with connect(target(server)) as session:
             await session.send(sample_registration())
+            # Stopped once its call is served (a call still arriving may be cancelled instead).
+            await asyncio.wait_for(registered.wait(), WAIT)
             await server.stop(grace=WAIT)
             await session.leave(WAIT)
             for _ in range(2):  # and the same answer again
@@ -304,6 +316,54 @@ def test_leaving_a_call_a_stop_ended_keeps_its_end_though_nothing_was_read() -> 
 
     for _ in range(3):
         run(main)
+
+
+class OverCall:
+    """An agent's call that is over, with `status`, before anything of it was read."""
+
+    def __init__(self, status: StreamError | None) -> None:
+        self._status = status
+        self.reads = 0
+
+    async def read(self) -> bytes | None:
+        self.reads += 1
+        raise AssertionError("a call that is over is not read")
+
+    async def write(self, data: bytes) -> None:
+        raise AssertionError("nothing is sent")
+
+    async def done_writing(self) -> None:
+        raise StreamClosed("the call is over")
+
+    def cancel(self) -> None:
+        pass
+
+    def done(self) -> bool:
+        return True
+
+    async def status(self) -> StreamError | None:
+        return self._status
+
+
+@pytest.mark.parametrize(
+    "status", [None, PeerUnavailable("UNAVAILABLE: the control plane is stopping")]
+)
+def test_leaving_a_call_already_over_gives_its_own_end(status: StreamError | None) -> None:
+    """The call is over before `leave`, its end never read: `recv` then gives that end."""
+
+    async def main() -> None:
+        call = OverCall(status)
+        session = AgentSession(call, "127.0.0.1:1")
+        await session.leave(WAIT)
+        for _ in range(2):
+            if status is None:
+                assert await session.recv(timeout=WAIT) is None
+            else:
+                with pytest.raises(PeerUnavailable, match="the control plane is stopping"):
+                    await session.recv(timeout=WAIT)
+        assert call.reads == 0
+
+    run(main)
 
 
 def test_an_agent_that_disconnects_ends_its_handler() -> None:
