@@ -677,7 +677,7 @@ def load() -> str:
         return "-" if value is None else format(value, spec)
 
     out = [
-        f'`make load LOAD_ARGS="--json docs/reference/load.json"` '
+        f'`make load LOAD_ARGS="--rounds {settings["rounds"]} --json docs/reference/load.json"` '
         f"({settings['agents']:,} agents in {settings['processes']} processes, "
         f"{settings['connections']}, {settings['rounds']} interleaved rounds, "
         f"{settings['heartbeats']} heartbeats per agent; the medians over rounds; "
@@ -721,7 +721,8 @@ def load() -> str:
             )
         out += [
             "",
-            f"At a heartbeat every 10 seconds, one core "
+            f"The library's plane costs {library['ratio_to_raw']:.2f}x grpc.aio's raw floor per "
+            f"exchange. At a heartbeat every 10 seconds, one core "
             f"of the library's plane carries the heartbeats of about "
             f"{round(library['agents_per_core_at_10s'], -3):,.0f} agents "
             f"({library['cpu_us_per_heartbeat']:.1f} µs each), and those agents' connections "
