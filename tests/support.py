@@ -724,6 +724,21 @@ async def raw_agent(server: Server) -> AsyncIterator[grpc.aio.StreamStreamCall[b
         yield channel.stream_stream(CONNECT_ROUTE)()
 
 
+class Holding(ControlPlane):
+    """Keeps its agent's call until `release` is set, even when told to end it."""
+
+    def __init__(self) -> None:
+        self.registered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def handle(self, session: ControlSession) -> None:
+        try:
+            async for _ in session:
+                self.registered.set()
+        finally:
+            await self.release.wait()
+
+
 class Adopting(ControlPlane):
     """Acks each registration, its shards adopted; keeps what each call brought.
 

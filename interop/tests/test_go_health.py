@@ -19,14 +19,14 @@ import pytest
 from peers import BIN_DIR, GoPeer
 
 from llmgw_wire.stream import (
-    ControlPlane,
-    ControlSession,
     PeerUnavailable,
     Server,
+    ServerLimits,
     connect,
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
+from tests.support import Holding, target
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Coroutine
@@ -44,26 +44,13 @@ def _health_binary() -> None:
         )
 
 
-class Holding(ControlPlane):
-    """Keeps its agent's call until `release` is set, even when told to end it."""
-
-    def __init__(self) -> None:
-        self.registered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def handle(self, session: ControlSession) -> None:
-        try:
-            async for _ in session:
-                self.registered.set()
-        finally:
-            await self.release.wait()
-
-
 @contextlib.asynccontextmanager
-async def control_plane(*, serving: bool = True) -> AsyncIterator[tuple[Server, Holding]]:
+async def control_plane(
+    *, serving: bool = True, limits: ServerLimits | None = None
+) -> AsyncIterator[tuple[Server, Holding]]:
     """Start a control plane on 127.0.0.1; it stops, its plane released, at the end."""
     plane = Holding()
-    server = await start_server(plane, serving=serving)
+    server = await start_server(plane, serving=serving, limits=limits or ServerLimits())
     try:
         yield server, plane
     finally:
@@ -96,10 +83,10 @@ def run(main: Coroutine[Any, Any, None]) -> None:
 def test_go_check_says_serving_and_not_found_as_grpc_go_reports_it() -> None:
     async def main() -> None:
         async with control_plane() as (server, _):
-            target = f"127.0.0.1:{server.port}"
+            address = target(server)
             services = ["", AGENT_SERVICE, "no.such.Service"]
             async with go_health(
-                "--target", target, *(a for s in services for a in ("--service", s))
+                "--target", address, *(a for s in services for a in ("--service", s))
             ) as client:
                 lines = await ran_to_its_end(client)
         assert lines == [
@@ -116,9 +103,9 @@ def test_go_check_says_serving_and_not_found_as_grpc_go_reports_it() -> None:
 def test_go_watch_sees_each_change_and_the_not_serving_of_a_graceful_stop() -> None:
     async def main() -> None:
         async with control_plane() as (server, plane):
-            target = f"127.0.0.1:{server.port}"
+            address = target(server)
             async with go_health(
-                "--target", target, "--mode", "watch", "--service", AGENT_SERVICE
+                "--target", address, "--mode", "watch", "--service", AGENT_SERVICE
             ) as client:
 
                 async def nth_status(n: int) -> str:
@@ -129,7 +116,7 @@ def test_go_watch_sees_each_change_and_the_not_serving_of_a_graceful_stop() -> N
                 assert await nth_status(2) == "HEALTH NOT_SERVING"
                 await server.set_serving(True)
                 assert await nth_status(3) == "HEALTH SERVING"
-                async with connect(target) as agent:
+                async with connect(address) as agent:
                     await agent.send(sample_registration())
                     await asyncio.wait_for(plane.registered.wait(), WAIT)
                     # The agent's call is held open, so the stop stays in its grace period.
@@ -156,10 +143,10 @@ def test_go_watch_sees_each_change_and_the_not_serving_of_a_graceful_stop() -> N
 def test_go_watch_of_an_unknown_service_says_service_unknown() -> None:
     async def main() -> None:
         async with control_plane() as (server, _):
-            target = f"127.0.0.1:{server.port}"
+            address = target(server)
             async with go_health(
                 "--target",
-                target,
+                address,
                 "--mode",
                 "watch",
                 "--service",
@@ -181,7 +168,7 @@ def test_a_go_channel_checking_health_sends_its_calls_to_the_serving_address() -
 
     async def main() -> None:
         async with control_plane(serving=False) as (standby, _), control_plane() as (leader, _):
-            targets = [f"127.0.0.1:{s.port}" for s in (standby, leader)]
+            targets = [target(s) for s in (standby, leader)]
             async with go_health(
                 *(a for t in targets for a in ("--target", t)),
                 "--mode",
@@ -192,6 +179,43 @@ def test_a_go_channel_checking_health_sends_its_calls_to_the_serving_address() -
                 str(calls),
             ) as client:
                 lines = await ran_to_its_end(client)
+        assert lines == [f"PEER {targets[1]}", "HEALTH SERVING", "STATUS OK"] * calls, (
+            client.describe()
+        )
+
+    run(main())
+
+
+def test_a_go_channel_checking_health_avoids_an_address_that_refuses_its_watch() -> None:
+    # grpc-go takes a Watch that fails (here refused with RESOURCE_EXHAUSTED,
+    # the server's one side call held by another watcher; a Watch that ends
+    # takes the same path) for a failed check: the address is avoided though
+    # it says SERVING. What the operating guide's advice for a fleet of
+    # health-checking agents rests on.
+    calls = 6
+
+    async def main() -> None:
+        one_watch = ServerLimits(max_side_calls=1)
+        async with (
+            control_plane(limits=one_watch) as (crowded, _),
+            control_plane() as (other, _),
+        ):
+            targets = [target(crowded), target(other)]
+            async with go_health(
+                "--target", targets[0], "--mode", "watch", "--service", AGENT_SERVICE
+            ) as holder:
+                # Its Watch is open: it holds the crowded server's one side call.
+                assert await holder.wait_for_async("HEALTH", timeout=WAIT) == "HEALTH SERVING"
+                async with go_health(
+                    *(a for t in targets for a in ("--target", t)),
+                    "--mode",
+                    "balance",
+                    "--service",
+                    AGENT_SERVICE,
+                    "--calls",
+                    str(calls),
+                ) as client:
+                    lines = await ran_to_its_end(client)
         assert lines == [f"PEER {targets[1]}", "HEALTH SERVING", "STATUS OK"] * calls, (
             client.describe()
         )

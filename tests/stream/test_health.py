@@ -11,15 +11,13 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from llmgw_wire.stream import (
-    ControlPlane,
-    ControlSession,
     PeerUnavailable,
     ServerLimits,
     connect,
     start_server,
 )
 from llmgw_wire.testing.sample import sample_registration
-from tests.support import loopback_relay
+from tests.support import Holding, loopback_relay
 from tests.support import run_async as run
 
 pytestmark = pytest.mark.timeout(120)
@@ -27,21 +25,6 @@ WAIT = 20.0
 SERVICES = ("", "llmgw.v1.AgentService")
 SERVING = health_pb2.HealthCheckResponse.SERVING
 NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
-
-
-class Holding(ControlPlane):
-    """Keeps its agent's call until `release` is set, even when told to end it."""
-
-    def __init__(self) -> None:
-        self.registered = asyncio.Event()
-        self.release = asyncio.Event()
-
-    async def handle(self, session: ControlSession) -> None:
-        try:
-            async for _ in session:
-                self.registered.set()
-        finally:
-            await self.release.wait()
 
 
 async def check(stub: health_pb2_grpc.HealthStub, service: str) -> int:
