@@ -75,6 +75,20 @@ async def ran_to_its_end(client: GoPeer) -> list[str]:
     return client.lines
 
 
+#: The calls a health-checked channel makes in a test.
+CALLS = 6
+
+
+async def all_answered_by(address: str, *, over: list[str]) -> None:
+    """A grpc-go channel checking health over the addresses `over` sends every call to `address`."""
+    async with go_health(
+        *(a for t in over for a in ("--target", t)),
+        *("--mode", "balance", "--service", AGENT_SERVICE, "--calls", str(CALLS)),
+    ) as client:
+        lines = await ran_to_its_end(client)
+    assert lines == [f"PEER {address}", "HEALTH SERVING", "STATUS OK"] * CALLS, client.describe()
+
+
 def run(main: Coroutine[Any, Any, None]) -> None:
     """Run `main` on a loop of its own, bounded as a whole too."""
     asyncio.run(asyncio.wait_for(main, 3 * WAIT))
@@ -164,24 +178,10 @@ def test_a_go_channel_checking_health_sends_its_calls_to_the_serving_address() -
     # grpc-go's client-side health checking: round_robin over both addresses,
     # each watched for the agent stream's status; a NOT_SERVING one is avoided.
     # Without healthCheckConfig, round robin sends calls to both.
-    calls = 6
-
     async def main() -> None:
         async with control_plane(serving=False) as (standby, _), control_plane() as (leader, _):
             targets = [target(s) for s in (standby, leader)]
-            async with go_health(
-                *(a for t in targets for a in ("--target", t)),
-                "--mode",
-                "balance",
-                "--service",
-                AGENT_SERVICE,
-                "--calls",
-                str(calls),
-            ) as client:
-                lines = await ran_to_its_end(client)
-        assert lines == [f"PEER {targets[1]}", "HEALTH SERVING", "STATUS OK"] * calls, (
-            client.describe()
-        )
+            await all_answered_by(targets[1], over=targets)
 
     run(main())
 
@@ -192,8 +192,6 @@ def test_a_go_channel_checking_health_avoids_an_address_that_refuses_its_watch()
     # takes the same path) for a failed check: the address is avoided though
     # it says SERVING. What the operating guide's advice for a fleet of
     # health-checking agents rests on.
-    calls = 6
-
     async def main() -> None:
         one_watch = ServerLimits(max_side_calls=1)
         async with (
@@ -206,18 +204,6 @@ def test_a_go_channel_checking_health_avoids_an_address_that_refuses_its_watch()
             ) as holder:
                 # Its Watch is open: it holds the crowded server's one side call.
                 assert await holder.wait_for_async("HEALTH", timeout=WAIT) == "HEALTH SERVING"
-                async with go_health(
-                    *(a for t in targets for a in ("--target", t)),
-                    "--mode",
-                    "balance",
-                    "--service",
-                    AGENT_SERVICE,
-                    "--calls",
-                    str(calls),
-                ) as client:
-                    lines = await ran_to_its_end(client)
-        assert lines == [f"PEER {targets[1]}", "HEALTH SERVING", "STATUS OK"] * calls, (
-            client.describe()
-        )
+                await all_answered_by(targets[1], over=targets)
 
     run(main())
