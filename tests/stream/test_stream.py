@@ -252,7 +252,14 @@ def test_a_handler_that_fails_ends_the_call_with_internal_and_no_internals() -> 
     run(main)
 
 
-def test_a_graceful_stop_delivers_everything_then_unavailable() -> None:
+@pytest.mark.parametrize("reads", [True, False], ids=["reading", "leaving-unread"])
+def test_a_graceful_stop_delivers_everything_then_unavailable(reads: bool) -> None:
+    """Reading, the agent gets what was sent, then the stop; leaving unread, the stop still.
+
+    An agent that never reads leaves a call that is over (or, if grpc has not
+    told it yet, `leave` reads its end): either way `recv` then gives the
+    stop's UNAVAILABLE, and again, not an OK end.
+    """
     stopping: asyncio.Event
 
     async def control_plane(session: ControlSession) -> None:
@@ -273,48 +280,17 @@ def test_a_graceful_stop_delivers_everything_then_unavailable() -> None:
             await session.send(sample_registration())
             await asyncio.wait_for(stopping.wait(), WAIT)
             await server.stop(grace=WAIT)
-            got = [await session.recv(timeout=WAIT) for _ in range(3)]
-            with pytest.raises(PeerUnavailable, match="the control plane is stopping"):
-                await session.recv(timeout=WAIT)
-        assert [type(v) for v in got] == [Ack, ShardCommand, StopCommand]
-        assert plane.ended.result() == "cancelled"
-
-    for _ in range(5):
-        run(main)
-
-
-def test_leaving_a_call_a_stop_ended_keeps_its_end_though_nothing_was_read() -> None:
-    """After `leave`, `recv` gives how the call ended: the stop's UNAVAILABLE, not an OK end.
-
-    The agent never reads, so its reader never sees the end; by the time it
-    leaves, its call is over (or, if grpc has not told it yet, `leave` reads
-    the end): either way, the stop is what it is told.
-    """
-
-    registered: asyncio.Event
-
-    async def control_plane(session: ControlSession) -> None:
-        await session.recv(timeout=WAIT)
-        await session.send(Ack("gpu-node-017", 2, "adopted"))  # which the agent never reads
-        registered.set()
-        async for _ in session:
-            pass
-
-    async def main() -> None:
-        nonlocal registered
-        registered = asyncio.Event()
-        server = await start_server(Recording(control_plane))
-        async with connect(target(server)) as session:
-            await session.send(sample_registration())
-            # Stopped once its call is served (a call still arriving may be cancelled instead).
-            await asyncio.wait_for(registered.wait(), WAIT)
-            await server.stop(grace=WAIT)
-            await session.leave(WAIT)
-            for _ in range(2):  # and the same answer again
+            if reads:
+                got = [await session.recv(timeout=WAIT) for _ in range(3)]
+                assert [type(v) for v in got] == [Ack, ShardCommand, StopCommand]
+            else:
+                await session.leave(WAIT)
+            for _ in range(1 if reads else 2):
                 with pytest.raises(PeerUnavailable, match="the control plane is stopping"):
                     await session.recv(timeout=WAIT)
+        assert plane.ended.result() == "cancelled"
 
-    for _ in range(3):
+    for _ in range(5 if reads else 3):
         run(main)
 
 
