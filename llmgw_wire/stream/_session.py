@@ -467,8 +467,8 @@ class _Session(Generic[S, R]):
         """The loop the session runs on, looked up once (its queue is bound to it too).
 
         On Python 3.10 and 3.11 each `asyncio.get_running_loop()` makes a
-        system call (`getpid`, to tell a forked child), about 0.2 µs: once
-        per session rather than at every `recv` with a timeout.
+        system call (`getpid`, to tell a forked child): once per session
+        rather than at every `recv` with a timeout.
         """
         loop = self._loop
         if loop is None:
