@@ -92,3 +92,15 @@ def test_the_call_counts_while_open_and_one_over_the_budget_never_runs() -> None
         assert len(calls) == 0
 
     run(main)
+
+
+def test_without_a_lifetime_a_call_waits_as_long_as_its_steps_take() -> None:
+    # `side_call_lifetime=None`, for a fleet whose agents watch health (grpc-go
+    # takes the end of a Watch for a failed check): no timer ends the call.
+    async def main() -> None:
+        async with SideCall(None, Context(), None) as call:
+            assert await call.wait(lambda: asyncio.sleep(SHORT * 50, "first")) == "first"
+            await asyncio.sleep(SHORT * 50)
+            assert await call.wait(lambda: asyncio.sleep(SHORT * 50, "second")) == "second"
+
+    run(main)
