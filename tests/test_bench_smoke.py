@@ -91,6 +91,19 @@ def test_the_benchmark_runs_and_reports_everything(tmp_path: Path) -> None:
     assert report["storm"]["tracked_each"] > 0
     assert report["import"]["library_s"] > report["import"]["bare_s"] > 0
     assert len(report["targets"]) == 21
+    # Every decode row has decode without its limits beside it, and its target says what that is.
+    decode_rows = {r["message"] for r in report["results"] if r["contender"] == "llmgw decode"}
+    assert decode_rows == {
+        r["message"]
+        for r in report["results"]
+        if r["contender"] == "llmgw decode without its limits (internal)"
+    }
+    assert "Register (64 GPUs)" in decode_rows
+    decode_targets = [
+        t for t in report["targets"] if "decode vs protobuf + hand-written" in t["name"]
+    ]
+    assert len(decode_targets) == 5
+    assert all("without its limits: " in t["context"] for t in decode_targets)
     assert all(isinstance(target["met"], bool) for target in report["targets"])
 
 
