@@ -221,7 +221,9 @@ def decode(
     try:
         value: T = structure(message)
     except _PbDecodeError:
-        # A map entry's bytes refused: the parse of every field says what and where.
+        # A map entry's bytes refused, or with unknown fields (whose depth
+        # counts from where the entry sits): the parse with every map in
+        # place says what and where, or reads it as Go's runtime does.
         value = structure(parse(data, name, max_size, max_items))
     return value
 

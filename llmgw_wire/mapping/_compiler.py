@@ -35,6 +35,8 @@ from sys import getsizeof
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar
 
 import attrs
+from google.protobuf.message import DecodeError as PbDecodeError
+from google.protobuf.unknown_fields import UnknownFieldSet
 
 from llmgw_wire.domain import FrozenMap, State
 from llmgw_wire.mapping import _rules as rules
@@ -350,11 +352,7 @@ def _str_map(container: Any, entry: Any = None) -> FrozenMap:
     # Loops, not comprehensions: a comprehension is a function call of its own.
     items = {}
     if as_bytes:
-        # Parsed only now: upb's own error (not a value refused) for bytes it refuses.
-        parse = entry.FromString
-        for raw in key:
-            message = parse(raw)
-            items[message.key] = message.value
+        items = _parsed_entries(entry, key)
     elif hasattr(container, "add"):
         # A map read as its entries (how `decode` parses maps, so that an
         # entry with an unknown field keeps its key, as Go's runtime does):
@@ -372,6 +370,24 @@ def _str_map(container: Any, entry: Any = None) -> FrozenMap:
         shared = FrozenMap._owning(items)
         _MAPS.add(key, shared)
     return shared  # type: ignore[return-value]
+
+
+def _parsed_entries(entry: Any, entries: tuple[object, ...]) -> dict[str, str]:
+    """The items of a map of strings from its `entries`' bytes, each parsed as `entry`.
+
+    Parsed only now: upb's own error (not a value refused) for bytes it
+    refuses, and for an entry with unknown fields, whose groups would nest
+    from the top here rather than from where the entry sits: `decode` then
+    parses the message again with its maps in place, at their depth.
+    """
+    items = {}
+    parse = entry.FromString
+    for raw in entries:
+        message = parse(raw)
+        if UnknownFieldSet(message):
+            raise PbDecodeError("a map entry with unknown fields, parsed out of place")
+        items[message.key] = message.value
+    return items
 
 
 def _holds_bytes(container: object) -> bool:

@@ -709,6 +709,18 @@ def test_the_limit_counts_sub_messages_too() -> None:
     )
 
 
+def test_the_limit_counts_from_where_a_map_entry_sits() -> None:
+    # `decode` reads a map of strings as its entries' bytes and parses an
+    # entry on its own; its unknown groups still nest from where it sits: a
+    # GPU is one level, its NIC paths' entry another, 98 groups more reach 100.
+    entry = ld(1, b"eth0") + ld(2, b"mlx5_0")
+    gpu = decode(ld(14, ld(13, entry + nested_groups(30, 98))), Registration).node.gpus[0]
+    assert gpu.nic_paths == {"eth0": "mlx5_0"}
+    assert both_refuse(ld(14, ld(13, entry + nested_groups(30, 99)))).startswith(
+        "Invalid `llmgw.v1.Register`: more than 100 nested messages and groups at offset "
+    )
+
+
 def test_a_hundred_thousand_nested_groups_fail_fast() -> None:
     data = tag(30, SGROUP) * 100_000
     assert both_refuse(data) == (
