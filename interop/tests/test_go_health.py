@@ -4,7 +4,7 @@ Most of the fleet asks `grpc.health.v1.Health` from Go: grpc-go agents,
 Kubernetes probes written in Go, and grpc-go channels that check the health
 of each address themselves (client-side health checking). The Go program
 ``health`` (``interop/go/health``) is grpc-go's generated health client and
-that channel; it prints ``PEER <address>``, ``HEALTH <status>`` and
+that channel; it prints ``STATE <state>``, ``PEER <address>``, ``HEALTH <status>`` and
 ``STATUS <code> [<message>]`` lines (the docs page "Interop with grpc-go").
 The Python end is a real `start_server` on 127.0.0.1.
 """
@@ -188,10 +188,9 @@ def test_a_go_channel_checking_health_sends_its_calls_to_the_serving_address() -
 
 def test_a_go_channel_checking_health_avoids_an_address_that_refuses_its_watch() -> None:
     # grpc-go takes a Watch that fails (here refused with RESOURCE_EXHAUSTED,
-    # the server's one side call held by another watcher; a Watch that ends
-    # takes the same path) for a failed check: the address is avoided though
-    # it says SERVING. What the operating guide's advice for a fleet of
-    # health-checking agents rests on.
+    # the server's one side call held by another watcher) for a failed check:
+    # the address is avoided though it says SERVING. What the operating
+    # guide's advice for a fleet of health-checking agents rests on.
     async def main() -> None:
         one_watch = ServerLimits(max_side_calls=1)
         async with (
@@ -205,5 +204,29 @@ def test_a_go_channel_checking_health_avoids_an_address_that_refuses_its_watch()
                 # Its Watch is open: it holds the crowded server's one side call.
                 assert await holder.wait_for_async("HEALTH", timeout=WAIT) == "HEALTH SERVING"
                 await all_answered_by(targets[1], over=targets)
+
+    run(main())
+
+
+#: A side call's lifetime short enough for a test to see a `Watch` end.
+SHORT_LIFETIME = 2.0
+
+
+def test_a_go_channel_checking_health_takes_the_end_of_its_watch_for_a_failed_check() -> None:
+    # The server ends the channel's Watch with OK once its lifetime is over;
+    # grpc-go takes that end for a failed check: its channel over that one
+    # address leaves READY until its next Watch says SERVING. The other half
+    # of the operating guide's advice (`side_call_lifetime=None`).
+    async def main() -> None:
+        short = ServerLimits(side_call_lifetime=SHORT_LIFETIME)
+        async with (
+            control_plane(limits=short) as (server, _),
+            go_health(
+                *("--target", target(server), "--mode", "states"),
+                *("--service", AGENT_SERVICE, "--count", "1"),
+            ) as client,
+        ):
+            lines = await ran_to_its_end(client)
+        assert lines == ["STATE READY", "STATE LEFT_READY", "STATE READY"], client.describe()
 
     run(main())

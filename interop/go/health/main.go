@@ -11,9 +11,12 @@
 //	         config whose healthCheckConfig names --service, so that the
 //	         channel avoids an address that is not SERVING, then make --calls
 //	         Check calls of "" on it, waiting for a ready address
+//	states   dial one --target as balance does, then print the channel's
+//	         state: READY once it is, LEFT_READY each time it leaves READY,
+//	         READY again once it is back, until --count departures
 //
 // Output, one event per line on stdout: PEER <address> (balance) for the
-// address that answered a call; HEALTH <status> for each status received,
+// address that answered a call; STATE <state> (states); HEALTH <status> for each status received,
 // as grpc's ServingStatus names it (SERVING, NOT_SERVING, SERVICE_UNKNOWN);
 // STATUS <code> [<message>] when a call ends, the code as grpcio names it
 // (a Check that was answered ends with STATUS OK). A watch ended by --count
@@ -35,7 +38,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	_ "google.golang.org/grpc/health" // client-side health checking (balance)
+	"google.golang.org/grpc/connectivity"
+	_ "google.golang.org/grpc/health" // client-side health checking (balance, states)
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/resolver"
@@ -58,9 +62,9 @@ func main() {
 func run() int {
 	var targets, services stringsFlag
 	flag.Var(&targets, "target", "control plane address, e.g. 127.0.0.1:50051 (balance: give it once per address)")
-	mode := flag.String("mode", "check", "check, watch or balance")
+	mode := flag.String("mode", "check", "check, watch, balance or states")
 	flag.Var(&services, "service", `service name ("" is the server); check: give it once per Check`)
-	count := flag.Int("count", 0, "watch: exit after this many statuses (0: when the call ends)")
+	count := flag.Int("count", 0, "watch: exit after this many statuses (0: when the call ends); states: after this many departures from READY")
 	calls := flag.Int("calls", 1, "balance: how many Check calls to make")
 	timeout := flag.Duration("timeout", 60*time.Second, "deadline of every call together")
 	flag.Parse()
@@ -84,10 +88,10 @@ func run() int {
 	switch *mode {
 	case "check", "watch":
 		conn, err = grpc.Dial(targets[0], grpc.WithInsecure())
-	case "balance":
+	case "balance", "states":
 		conn, err = dialBalanced(targets, services[0])
 	default:
-		peer.Logf("health: --mode %q: expected check, watch or balance", *mode)
+		peer.Logf("health: --mode %q: expected check, watch, balance or states", *mode)
 		return 2
 	}
 	if err != nil {
@@ -108,6 +112,8 @@ func run() int {
 		for i := 0; i < *calls; i++ {
 			check(ctx, client, "", true)
 		}
+	case "states":
+		states(ctx, conn, *count)
 	}
 	return 0
 }
@@ -172,6 +178,31 @@ func watch(ctx context.Context, client healthpb.HealthClient, service string, co
 			return
 		}
 		peer.Line("HEALTH", answer.GetStatus().String())
+	}
+}
+
+// states prints READY once the channel is READY (its address connected and
+// its health check SERVING), then LEFT_READY each time it leaves READY and
+// READY once it is back, until count departures have been seen. A state that
+// the channel leaves and comes back to between two looks is not seen: the
+// next departure is.
+func states(ctx context.Context, conn *grpc.ClientConn, count int) {
+	for left := 0; ; left++ {
+		for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+			if !conn.WaitForStateChange(ctx, s) {
+				end(ctx.Err())
+				return
+			}
+		}
+		peer.Line("STATE", "READY")
+		if left == count {
+			return
+		}
+		if !conn.WaitForStateChange(ctx, connectivity.Ready) {
+			end(ctx.Err())
+			return
+		}
+		peer.Line("STATE", "LEFT_READY")
 	}
 }
 
