@@ -742,16 +742,20 @@ def summarise(runs: list[dict[str, Any]], planes: list[str]) -> dict[str, dict[s
     summary: dict[str, dict[str, Any]] = {}
     for plane in planes:
         exchange, rss, beat_cpu, beat_rate = [], [], [], []
-        for rnd in by_round.values():
+        # The rounds each figure of `exchange` and of `beat_cpu` comes from (see `_paired`).
+        exchange_rounds, beat_rounds = [], []
+        for number, rnd in by_round.items():
             quiet, busy = rnd.get((plane, 0)), rnd.get((plane, max(k[1] for k in rnd)))
             if quiet is None:
                 continue
             n = quiet["agents"]
             exchange.append((quiet["cpu_exchange_s"] + quiet["cpu_rest_s"]) * 1000 / n)
+            exchange_rounds.append(number)
             rss.append((quiet["peak_rss_kib"] - quiet["rss_before_kib"]) / 1024 * 1000 / n)
             if busy is not None and busy is not quiet:
                 beats = n * busy["heartbeats_each"]
                 beat_cpu.append((busy["cpu_rest_s"] - quiet["cpu_rest_s"]) / beats)
+                beat_rounds.append(number)
                 # The phase's wall time less the same phase's without heartbeats
                 # (the ends of the streams), as for the CPU.
                 beating = busy["wall_rest_s"] - quiet["wall_rest_s"]
@@ -762,9 +766,11 @@ def summarise(runs: list[dict[str, Any]], planes: list[str]) -> dict[str, dict[s
         summary[plane] = {
             "cpu_s_per_1000_exchanges": statistics.median(exchange),
             "cpu_s_per_1000_exchanges_rounds": exchange,
+            "exchange_rounds": exchange_rounds,
             "peak_rss_mib_per_1000_agents": statistics.median(rss),
             "cpu_us_per_heartbeat": 1e6 * statistics.median(beat_cpu) if beat_cpu else None,
             "cpu_us_per_heartbeat_rounds": [1e6 * b for b in beat_cpu],
+            "heartbeat_rounds": beat_rounds,
             "heartbeats_per_s": statistics.median(beat_rate) if beat_rate else None,
         }
     raw = summary.get("raw")
@@ -774,14 +780,7 @@ def summarise(runs: list[dict[str, Any]], planes: list[str]) -> dict[str, dict[s
         figures["ratio_to_raw"] = _ratio(
             figures["cpu_s_per_1000_exchanges"], raw["cpu_s_per_1000_exchanges"]
         )
-        figures["ratio_to_raw_rounds"] = [
-            _ratio(a, b)
-            for a, b in zip(
-                figures["cpu_s_per_1000_exchanges_rounds"],
-                raw["cpu_s_per_1000_exchanges_rounds"],
-                strict=False,
-            )
-        ]
+        figures["ratio_to_raw_rounds"] = _paired(figures, raw, "exchange")
         figures["rss_ratio_to_raw"] = _ratio(
             figures["peak_rss_mib_per_1000_agents"], raw["peak_rss_mib_per_1000_agents"]
         )
@@ -796,6 +795,24 @@ def summarise(runs: list[dict[str, Any]], planes: list[str]) -> dict[str, dict[s
     return summary
 
 
+# Per exchange or per heartbeat: a plane's figures, one per round, and the rounds they come from.
+_PER_ROUND = {
+    "exchange": ("cpu_s_per_1000_exchanges_rounds", "exchange_rounds"),
+    "heartbeat": ("cpu_us_per_heartbeat_rounds", "heartbeat_rounds"),
+}
+
+
+def _paired(a: dict[str, Any], b: dict[str, Any], per: str) -> list[float]:
+    """Plane `a`'s figures over plane `b`'s, per exchange or per heartbeat, in rounds of both."""
+    values, rounds = _PER_ROUND[per]
+    of_b = dict(zip(b[rounds], b[values], strict=True))
+    return [
+        x / of_b[number]
+        for number, x in zip(a[rounds], a[values], strict=True)
+        if of_b.get(number, 0) > 0
+    ]
+
+
 def paired(
     summary: dict[str, dict[str, Any]], plane: str, base: str
 ) -> dict[str, tuple[float, float, float]]:
@@ -808,13 +825,10 @@ def paired(
     a, b = summary.get(plane), summary.get(base)
     if a is None or b is None:
         return found
-    for name, key in (
-        ("exchange", "cpu_s_per_1000_exchanges_rounds"),
-        ("heartbeat", "cpu_us_per_heartbeat_rounds"),
-    ):
-        ratios = [x / y for x, y in zip(a[key], b[key], strict=False) if y > 0]
+    for per in _PER_ROUND:
+        ratios = _paired(a, b, per)
         if ratios:
-            found[name] = (statistics.median(ratios), min(ratios), max(ratios))
+            found[per] = (statistics.median(ratios), min(ratios), max(ratios))
     return found
 
 
@@ -850,7 +864,7 @@ def print_summary(summary: dict[str, dict[str, Any]], settings: dict[str, Any]) 
         return "-" if value is None else format(value, spec)
 
     for plane, f in summary.items():
-        rounds = [r for r in f.get("ratio_to_raw_rounds", []) if r is not None]
+        rounds = f.get("ratio_to_raw_rounds", [])
         spread = f"{min(rounds):.2f}-{max(rounds):.2f}" if rounds else "-"
         print(
             f"{plane:<{width}} {f['cpu_s_per_1000_exchanges']:>18.2f} "

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import attrs
 import pytest
 
-from bench.load import build_node_id_only, registration_for
+from bench.load import build_node_id_only, paired, registration_for, summarise
 from llmgw_wire.codec.envelope import AGENT_MESSAGE, EnvelopeCodec
 from tests.support import run_load
 
@@ -76,3 +76,38 @@ def test_the_id_only_plane_builds_nothing_of_a_registration_but_its_node_id() ->
     assert got.node.id == "node-7"  # read from the message
     made = registration_for("node-7").node
     assert got.node == made != sent.node  # the rest: the value made beforehand
+
+
+def test_a_plane_s_rounds_are_paired_with_the_same_rounds_of_the_other() -> None:
+    # The library's round 1 is missing (a run that failed): its rounds 0 and 2
+    # still go with raw+codec's rounds 0 and 2, not with the first two.
+    def run(plane: str, rnd: int, heartbeats: int, cpu_rest_s: float) -> dict[str, object]:
+        return {
+            "plane": plane,
+            "round": rnd,
+            "heartbeats_each": heartbeats,
+            "agents": 10,
+            "cpu_exchange_s": 1.0,
+            "cpu_rest_s": cpu_rest_s,
+            "peak_rss_kib": 2048,
+            "rss_before_kib": 1024,
+            "wall_rest_s": cpu_rest_s,
+        }
+
+    runs = [
+        run(plane, rnd, beats, 1.0 + beats * rest)
+        for plane, rnd, rest in (
+            ("raw+codec", 0, 0.1),
+            ("raw+codec", 1, 5.0),
+            ("raw+codec", 2, 0.1),
+            ("library", 0, 0.2),
+            ("library", 2, 0.2),
+        )
+        for beats in (0, 2)
+    ]
+    summary = summarise(runs, ["library", "raw+codec"])
+    assert summary["library"]["heartbeat_rounds"] == [0, 2]
+    assert paired(summary, "library", "raw+codec") == {
+        "exchange": (1.0, 1.0, 1.0),
+        "heartbeat": (2.0, 2.0, 2.0),
+    }
